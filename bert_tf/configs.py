@@ -1,0 +1,93 @@
+"""BertConfig: google-research/bert's `bert_config.json`, as a dataclass; and named presets."""
+import dataclasses
+import json
+
+# The original's hidden_act "gelu" is the tanh approximation; Hugging Face's "gelu" is the
+# exact erf form. Checkpoint loaders translate names into these unambiguous ones.
+ACTIVATIONS = ("gelu", "gelu_exact", "gelu_new", "relu", "tanh", "swish")
+
+
+@dataclasses.dataclass
+class BertConfig:
+  """The encoder's hyper-parameters, field for field as in google-research/bert's JSON.
+
+  hidden_act "gelu" means google-research/bert's tanh approximation; "gelu_exact" the erf form
+  (what Hugging Face configs call "gelu").
+  """
+  vocab_size: int
+  hidden_size: int = 768
+  num_hidden_layers: int = 12
+  num_attention_heads: int = 12
+  intermediate_size: int = 3072
+  hidden_act: str = "gelu"
+  hidden_dropout_prob: float = 0.1
+  attention_probs_dropout_prob: float = 0.1
+  max_position_embeddings: int = 512
+  type_vocab_size: int = 2
+  initializer_range: float = 0.02
+
+  def __post_init__(self):
+    if self.hidden_size % self.num_attention_heads:
+      raise ValueError(f"hidden_size {self.hidden_size} is not a multiple of "
+                       f"num_attention_heads {self.num_attention_heads}")
+    if self.hidden_act not in ACTIVATIONS:
+      raise ValueError(f"hidden_act {self.hidden_act!r} is not one of {ACTIVATIONS}")
+
+  @classmethod
+  def from_dict(cls, d: dict) -> "BertConfig":
+    """Ignores keys the original's JSON may carry that the encoder does not use."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: v for k, v in d.items() if k in names})
+
+  @classmethod
+  def from_json_file(cls, path: str) -> "BertConfig":
+    try:
+      with open(path, encoding="utf-8") as f:
+        d = json.load(f)
+    except json.JSONDecodeError as e:
+      raise ValueError(f"{path}: not valid JSON ({e})") from e
+    try:
+      return cls.from_dict(d)
+    except (TypeError, ValueError) as e:
+      raise ValueError(f"{path}: {e}") from e
+
+  def to_dict(self) -> dict:
+    return dataclasses.asdict(self)
+
+  def to_json_file(self, path: str) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+      json.dump(self.to_dict(), f, indent=2, sort_keys=True)
+      f.write("\n")
+
+
+def _sized(layers: int, hidden: int, vocab_size: int = 30522) -> BertConfig:
+  """A BERT of L layers and H hidden units, with A = H/64 heads and a 4H feed-forward."""
+  return BertConfig(vocab_size=vocab_size, hidden_size=hidden, num_hidden_layers=layers,
+                    num_attention_heads=max(1, hidden // 64), intermediate_size=4 * hidden)
+
+
+def _presets() -> dict[str, BertConfig]:
+  presets = {
+      "bert_base": _sized(12, 768),
+      "bert_large": _sized(24, 1024),
+  }
+  # Google's 24 small BERTs (Turc et al. 2019): L in {2..12} x H in {128..768}.
+  for layers in (2, 4, 6, 8, 10, 12):
+    for hidden in (128, 256, 512, 768):
+      presets[f"small_bert_L{layers}_H{hidden}"] = _sized(layers, hidden)
+  # The paper's Table 6 ablation over model size (L, H, A), A given explicitly there.
+  for layers, hidden, heads in ((3, 768, 12), (6, 768, 3), (6, 768, 12), (12, 768, 12),
+                                (12, 1024, 16), (24, 1024, 16)):
+    presets[f"table6_L{layers}_H{hidden}_A{heads}"] = dataclasses.replace(
+        _sized(layers, hidden), num_attention_heads=heads)
+  return presets
+
+
+PRESETS = _presets()
+
+
+def preset(name: str, **overrides) -> BertConfig:
+  """A named preset (see `PRESETS`), with any field overridden."""
+  if name not in PRESETS:
+    raise KeyError(f"unknown preset {name!r}; known: {', '.join(sorted(PRESETS))}")
+  return dataclasses.replace(PRESETS[name], **overrides)

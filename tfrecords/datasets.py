@@ -1,0 +1,96 @@
+"""tf.data readers for fixed-length records.
+
+Static shapes throughout (`drop_remainder` on training batches) so XLA and TPUs compile one
+program. Under tf.distribute, pass the `InputContext` the strategy hands to
+`distribute_datasets_from_function`: each input pipeline then reads its own subset of files
+(or of records, when there are fewer files than pipelines) and batches its per-replica share.
+"""
+import tensorflow as tf
+
+from tfrecords import schema
+
+
+def list_files(input_patterns: str | list[str]) -> list[str]:
+  """Expands comma-separated globs (the original's `--input_file` syntax), sorted.
+
+  Raises FileNotFoundError naming the first pattern that matches nothing.
+  """
+  if isinstance(input_patterns, str):
+    input_patterns = [p for p in input_patterns.split(",") if p.strip()]
+  files = []
+  for pattern in input_patterns:
+    matched = tf.io.gfile.glob(pattern.strip())
+    if not matched:
+      raise FileNotFoundError(f"no file matches {pattern!r}")
+    files.extend(matched)
+  return sorted(set(files))
+
+
+def record_dataset(files: list[str],
+                   features: list[schema.Feature],
+                   batch_size: int,
+                   is_training: bool,
+                   input_context: tf.distribute.InputContext | None = None,
+                   shuffle_buffer: int = 10000,
+                   cycle_length: int = 8,
+                   seed: int | None = None,
+                   drop_remainder: bool | None = None) -> tf.data.Dataset:
+  """Batches of parsed records, renamed to model input names (see `schema.to_model_inputs`).
+
+  Args:
+    files: TFRecord paths (see `list_files`).
+    features: the record layout (e.g. `schema.pretraining_features(...)`).
+    batch_size: the GLOBAL batch size; with an input_context, each pipeline batches its share.
+    is_training: shuffle files and records, repeat forever, and drop the last partial batch.
+    input_context: from `strategy.distribute_datasets_from_function`, or None.
+    drop_remainder: defaults to `is_training`; evaluation keeps every record unless asked.
+
+  Returns:
+    A dataset of dicts: each feature's tensor of shape [batch, length] (int32 for int64
+    features, float32 for float features).
+  """
+  if drop_remainder is None:
+    drop_remainder = is_training
+  if input_context is not None:
+    batch_size = input_context.get_per_replica_batch_size(batch_size)
+  num_pipelines = input_context.num_input_pipelines if input_context else 1
+  pipeline_id = input_context.input_pipeline_id if input_context else 0
+
+  shard_files = len(files) >= num_pipelines
+  ds = tf.data.Dataset.from_tensor_slices(files)
+  if shard_files and num_pipelines > 1:
+    ds = ds.shard(num_pipelines, pipeline_id)
+  if is_training:
+    ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True).repeat()
+  ds = ds.interleave(tf.data.TFRecordDataset,
+                     cycle_length=cycle_length,
+                     num_parallel_calls=tf.data.AUTOTUNE,
+                     deterministic=not is_training or seed is not None)
+  if not shard_files and num_pipelines > 1:
+    ds = ds.shard(num_pipelines, pipeline_id)
+  if is_training:
+    ds = ds.shuffle(shuffle_buffer, seed=seed)
+
+  spec = schema.parse_spec(features)
+  ds = ds.batch(batch_size, drop_remainder=drop_remainder)
+  ds = ds.map(lambda records: schema.to_model_inputs(tf.io.parse_example(records, spec)),
+              num_parallel_calls=tf.data.AUTOTUNE)
+  return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def pretraining_dataset(input_patterns: str | list[str],
+                        max_seq_length: int,
+                        max_predictions_per_seq: int,
+                        batch_size: int,
+                        is_training: bool,
+                        input_context: tf.distribute.InputContext | None = None,
+                        seed: int | None = None) -> tf.data.Dataset:
+  """google-research/bert pretraining records as model-ready batches.
+
+  Each element: input_word_ids, input_mask, input_type_ids [batch, max_seq_length] int32;
+  masked_lm_positions, masked_lm_ids [batch, max_predictions_per_seq] int32;
+  masked_lm_weights [batch, max_predictions_per_seq] float32; next_sentence_labels [batch, 1].
+  """
+  return record_dataset(list_files(input_patterns),
+                        schema.pretraining_features(max_seq_length, max_predictions_per_seq),
+                        batch_size, is_training, input_context=input_context, seed=seed)

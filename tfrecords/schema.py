@@ -1,0 +1,61 @@
+"""Every record layout, defined once.
+
+The pretraining layout is google-research/bert's, byte for byte: the original's
+`run_pretraining.py` reads our shards and we read its shards. Records keep the original's
+feature names (`input_ids`, `segment_ids`); the Keras models use the Model Garden's names
+(`input_word_ids`, `input_type_ids`). `MODEL_INPUT_NAMES` is the one place that maps them.
+"""
+import dataclasses
+
+import tensorflow as tf
+
+# Record feature name -> model input name. Names absent here are the same in both.
+MODEL_INPUT_NAMES = {
+    "input_ids": "input_word_ids",
+    "input_mask": "input_mask",
+    "segment_ids": "input_type_ids",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Feature:
+  """One fixed-length feature of a record: name, dtype ("int64" | "float32"), length."""
+  name: str
+  dtype: str
+  length: int
+
+  def parse_spec(self) -> tf.io.FixedLenFeature:
+    return tf.io.FixedLenFeature([self.length], getattr(tf, self.dtype))
+
+
+def pretraining_features(max_seq_length: int, max_predictions_per_seq: int) -> list[Feature]:
+  """google-research/bert's pretraining record, in the original's feature order.
+
+  input_ids, input_mask, segment_ids:           int64 [max_seq_length], zero-padded.
+  masked_lm_positions, masked_lm_ids:           int64 [max_predictions_per_seq], zero-padded.
+  masked_lm_weights:                            float [max_predictions_per_seq], 1.0 real, 0.0 pad.
+  next_sentence_labels:                         int64 [1]; 0 = B is the actual next, 1 = random.
+  """
+  return [
+      Feature("input_ids", "int64", max_seq_length),
+      Feature("input_mask", "int64", max_seq_length),
+      Feature("segment_ids", "int64", max_seq_length),
+      Feature("masked_lm_positions", "int64", max_predictions_per_seq),
+      Feature("masked_lm_ids", "int64", max_predictions_per_seq),
+      Feature("masked_lm_weights", "float32", max_predictions_per_seq),
+      Feature("next_sentence_labels", "int64", 1),
+  ]
+
+
+def parse_spec(features: list[Feature]) -> dict[str, tf.io.FixedLenFeature]:
+  return {f.name: f.parse_spec() for f in features}
+
+
+def to_model_inputs(record: dict) -> dict:
+  """Renames record features to model input names; int64 becomes int32 (TPUs want int32)."""
+  out = {}
+  for name, value in record.items():
+    if value.dtype == tf.int64:
+      value = tf.cast(value, tf.int32)
+    out[MODEL_INPUT_NAMES.get(name, name)] = value
+  return out
