@@ -1,0 +1,54 @@
+"""An embedded corpus of real English prose that every Python install already has.
+
+The standard library ships its documentation topics (`pydoc_data.topics`, ~460 KB): we keep the
+prose paragraphs, drop code, grammar and headings, and split them into sentences. Each topic is
+one document. The demo, the tests and the benchmarks use it so none of them needs a download.
+"""
+import re
+
+from pydoc_data.topics import topics
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"(])")
+_HEADING_RULE = re.compile(r"^[*=\-~^]{3,}$")
+
+
+def _is_prose(paragraph: str) -> bool:
+  """True for running text; False for code, grammar rules, tables and headings."""
+  if paragraph.startswith((">>>", "...", "+", "|")) or "::=" in paragraph:
+    return False
+  words = paragraph.split()
+  if len(words) < 6:
+    return False
+  alphabetic = sum(w.strip(".,;:()\"'").isalpha() for w in words)
+  return alphabetic / len(words) > 0.7 and paragraph.rstrip()[-1] in ".:!?)\""
+
+
+def _paragraphs(text: str):
+  for block in re.split(r"\n\s*\n", text):
+    lines = [l.strip() for l in block.splitlines() if not _HEADING_RULE.match(l.strip())]
+    paragraph = " ".join(l for l in lines if l)
+    if paragraph and _is_prose(paragraph):
+      yield paragraph
+
+
+def documents() -> list[list[str]]:
+  """The corpus: one list of sentences per documentation topic, topics sorted by name."""
+  docs = []
+  for name in sorted(topics):
+    sentences = [s.strip() for p in _paragraphs(topics[name]) for s in _SENTENCE_END.split(p)]
+    sentences = [s for s in sentences if s]
+    if len(sentences) >= 2:
+      docs.append(sentences)
+  return docs
+
+
+def write_corpus(path: str, repeat: int = 1) -> int:
+  """Writes the corpus in the pretraining input format (one sentence per line, a blank line
+  between documents), `repeat` times over. Returns the number of documents written."""
+  docs = documents()
+  with open(path, "w", encoding="utf-8") as f:
+    for _ in range(repeat):
+      for sentences in docs:
+        f.write("\n".join(sentences))
+        f.write("\n\n")
+  return len(docs) * repeat
