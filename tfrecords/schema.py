@@ -47,6 +47,23 @@ def pretraining_features(max_seq_length: int, max_predictions_per_seq: int) -> l
   ]
 
 
+def classifier_features(max_seq_length: int, regression: bool = False) -> list[Feature]:
+  """google-research/bert's run_classifier record, in the original's feature order.
+
+  input_ids, input_mask, segment_ids:  int64 [max_seq_length], zero-padded.
+  label_ids:                           int64 [1], the label's index; float [1] for regression.
+  is_real_example:                     int64 [1]; 0 for the padding examples that fill the
+                                       last eval/predict batch to a static shape.
+  """
+  return [
+      Feature("input_ids", "int64", max_seq_length),
+      Feature("input_mask", "int64", max_seq_length),
+      Feature("segment_ids", "int64", max_seq_length),
+      Feature("label_ids", "float32" if regression else "int64", 1),
+      Feature("is_real_example", "int64", 1),
+  ]
+
+
 def parse_spec(features: list[Feature]) -> dict[str, tf.io.FixedLenFeature]:
   return {f.name: f.parse_spec() for f in features}
 

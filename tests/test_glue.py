@@ -1,0 +1,202 @@
+"""GLUE/XNLI/generic readers on tiny files in the real layouts, metrics, and features."""
+import os
+
+import numpy as np
+import pytest
+
+from bert_tf.tasks import glue, metrics
+
+
+def _write(path, lines, bom=False):
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  with open(path, "w", encoding="utf-8") as f:
+    f.write(("\ufeff" if bom else "") + "\n".join(lines) + "\n")
+
+
+def _tsv(*cells):
+  return "\t".join(cells)
+
+
+# ---------------------------------------------------------------------------- readers
+
+def test_mrpc_bom_and_unbalanced_quotes(tmp_path):
+  # As the real MRPC files: a BOM before the header, a text opening a quote it never closes.
+  _write(tmp_path / "train.tsv", [
+      _tsv("Quality", "#1 ID", "#2 ID", "#1 String", "#2 String"),
+      _tsv("1", "11", "12", "He said the pie business doesn't fit.", '"The pie business'),
+      _tsv("0", "21", "22", "Second a.", "Second b."),
+  ], bom=True)
+  _write(tmp_path / "test.tsv", [
+      _tsv("index", "#1 ID", "#2 ID", "#1 String", "#2 String"),
+      _tsv("7", "1", "2", "Test a.", "Test b."),
+  ])
+  task = glue.get_task("MRPC")
+  train = task.get_examples(str(tmp_path), task.train)
+  assert train == [
+      glue.InputExample("train-0", "He said the pie business doesn't fit.", '"The pie business',
+                        "1"),
+      glue.InputExample("train-1", "Second a.", "Second b.", "0"),
+  ]
+  [test] = task.get_examples(str(tmp_path), task.predict_splits[0])
+  assert (test.guid, test.text_a, test.text_b, test.label) == ("7", "Test a.", "Test b.", None)
+  assert task.is_pair and not task.is_regression and task.primary_metric == "f1"
+  assert task.predict_splits[0].submission == "MRPC.tsv"
+
+
+def test_cola_has_no_header_in_train_but_one_in_test(tmp_path):
+  _write(tmp_path / "dev.tsv", [_tsv("gj04", "1", "", "Our friends won't buy this."),
+                                _tsv("gj04", "0", "*", "They drank the pub.")])
+  _write(tmp_path / "test.tsv", [_tsv("index", "sentence"), _tsv("0", "Bill left.")])
+  task = glue.get_task("cola")
+  dev = task.get_examples(str(tmp_path), task.eval_splits[0])
+  assert [(e.text_a, e.label, e.text_b) for e in dev] == [
+      ("Our friends won't buy this.", "1", None), ("They drank the pub.", "0", None)]
+  [test] = task.get_examples(str(tmp_path), task.predict_splits[0])
+  assert (test.guid, test.text_a) == ("0", "Bill left.")
+  assert not task.is_pair and task.primary_metric == "mcc"
+
+
+def test_stsb_is_regression_with_float_labels(tmp_path):
+  header = _tsv("index", "genre", "filename", "year", "old_index", "source1", "source2",
+                "sentence1", "sentence2", "score")
+  _write(tmp_path / "train.tsv", [header, _tsv("0", "g", "f", "y", "0", "s", "s", "A plane.",
+                                               "An air plane.", "4.750")])
+  task = glue.get_task("sts-b")
+  [example] = task.get_examples(str(tmp_path), task.train)
+  assert example.label == 4.75 and example.text_b == "An air plane."
+  assert task.is_regression and task.label_list(str(tmp_path)) is None
+  assert glue.get_task("STSB") is task
+
+
+def test_mnli_matched_and_mismatched(tmp_path):
+  def row(label_cells, a, b):
+    return _tsv("0", "p", "q", "genre", "bp1", "bp2", "p1", "p2", a, b, *label_cells)
+  _write(tmp_path / "dev_matched.tsv", ["header"] + [row(["x"] * 5 + ["neutral"], "m a", "m b")])
+  _write(tmp_path / "dev_mismatched.tsv",
+         ["header"] + [row(["x"] * 5 + ["entailment"], "mm a", "mm b")])
+  task = glue.get_task("MNLI")
+  assert [s.name for s in task.eval_splits] == ["dev_matched", "dev_mismatched"]
+  assert [s.submission for s in task.predict_splits] == ["MNLI-m.tsv", "MNLI-mm.tsv"]
+  matched, mismatched = (task.get_examples(str(tmp_path), s) for s in task.eval_splits)
+  assert (matched[0].text_a, matched[0].label) == ("m a", "neutral")
+  assert (mismatched[0].text_b, mismatched[0].label) == ("mm b", "entailment")
+
+
+def test_xnli_filters_language_and_renames_contradictory(tmp_path):
+  _write(tmp_path / "multinli" / "multinli.train.de.tsv",
+         [_tsv("premise", "hypo", "label"), _tsv("Ein Satz.", "Noch einer.", "contradictory")])
+  dev_row = lambda lang, label, a: _tsv(lang, label, "", "", "", "", a, "b")
+  _write(tmp_path / "xnli.dev.tsv", ["header", dev_row("de", "neutral", "Hallo."),
+                                      dev_row("fr", "entailment", "Bonjour.")])
+  task = glue.get_task("XNLI", xnli_language="de")
+  [train] = task.get_examples(str(tmp_path), task.train)
+  assert train.label == "contradiction"
+  [dev] = task.get_examples(str(tmp_path), task.eval_splits[0])
+  assert (dev.text_a, dev.label) == ("Hallo.", "neutral")
+
+
+def test_generic_csv_labels_from_training_file(tmp_path):
+  _write(tmp_path / "train.csv", ["label,text_a,text_b", 'spam,"Buy, now!",x',
+                                   "ham,Hello,y", "eggs,Hi,z"])
+  _write(tmp_path / "dev.csv", ["text_b,text_a,label", "x,Cheap!,spam"])
+  _write(tmp_path / "test.csv", ["guid,text_a,text_b", "id7,Hey,w"])
+  task = glue.get_task("generic", str(tmp_path))
+  assert task.label_list(str(tmp_path)) == ["eggs", "ham", "spam"]
+  assert not task.is_regression and task.is_pair
+  train = task.get_examples(str(tmp_path), task.train)
+  assert train[0] == glue.InputExample("train-0", "Buy, now!", "x", "spam")
+  [dev] = task.get_examples(str(tmp_path), task.eval_splits[0])
+  assert (dev.text_a, dev.text_b, dev.label) == ("Cheap!", "x", "spam")
+  [test] = task.get_examples(str(tmp_path), task.predict_splits[0])
+  assert (test.guid, test.label) == ("id7", None)
+
+
+# ---------------------------------------------------------------------------- bad input
+
+def test_unknown_task_lists_known_ones():
+  with pytest.raises(ValueError, match=r"unknown task 'mrcp'.*mrpc"):
+    glue.get_task("mrcp")
+
+
+def test_missing_file_named(tmp_path):
+  task = glue.get_task("SST-2")
+  with pytest.raises(glue.DataError, match=r"train\.tsv: file not found"):
+    task.get_examples(str(tmp_path), task.train)
+
+
+def test_too_few_columns_names_file_and_line(tmp_path):
+  _write(tmp_path / "dev.tsv", [_tsv("index", "sentence1", "sentence2", "label"),
+                                _tsv("0", "a", "b", "entailment"), _tsv("1", "only a")])
+  task = glue.get_task("RTE")
+  with pytest.raises(glue.DataError, match=r"dev\.tsv:3: 2 columns, expected at least 4"):
+    task.get_examples(str(tmp_path), task.eval_splits[0])
+
+
+def test_unknown_label_names_file_and_line(tmp_path):
+  _write(tmp_path / "train.tsv", [_tsv("sentence", "label"), _tsv("good", "1"),
+                                  _tsv("bad", "2")])
+  task = glue.get_task("SST-2")
+  with pytest.raises(glue.DataError, match=r"train\.tsv:3: label '2' is not one of"):
+    task.get_examples(str(tmp_path), task.train)
+
+
+def test_empty_file(tmp_path):
+  _write(tmp_path / "train.tsv", [_tsv("sentence", "label")])
+  task = glue.get_task("SST-2")
+  with pytest.raises(glue.DataError, match=r"train\.tsv: no examples"):
+    task.get_examples(str(tmp_path), task.train)
+
+
+def test_non_numeric_regression_label(tmp_path):
+  header = _tsv(*["c"] * 10)
+  _write(tmp_path / "dev.tsv", [header, _tsv(*["x"] * 9, "high")])
+  task = glue.get_task("STS-B")
+  with pytest.raises(glue.DataError, match=r"dev\.tsv:2: label 'high' is not a number"):
+    task.get_examples(str(tmp_path), task.eval_splits[0])
+
+
+def test_generic_without_text_a_column(tmp_path):
+  _write(tmp_path / "train.tsv", [_tsv("sentence", "label"), _tsv("x", "y")])
+  with pytest.raises(glue.DataError, match=r"train\.tsv:1: header .* no 'text_a'"):
+    glue.get_task("generic", str(tmp_path))
+
+
+def test_invalid_utf8_named(tmp_path):
+  (tmp_path / "train.tsv").write_bytes(b"sentence\tlabel\nbad \xff byte\t1\n")
+  task = glue.get_task("SST-2")
+  with pytest.raises(glue.DataError, match=r"train\.tsv: not valid UTF-8"):
+    task.get_examples(str(tmp_path), task.train)
+
+
+# ---------------------------------------------------------------------------- metrics
+
+def test_metrics_by_hand():
+  labels = np.array([1, 1, 1, 0, 0, 0, 1, 0])
+  preds = np.array([1, 1, 0, 0, 0, 1, 1, 0])
+  # tp=3, fp=1, fn=1, tn=3.
+  assert metrics.accuracy(labels, preds) == 0.75
+  assert metrics.f1(labels, preds) == pytest.approx(2 * 3 / (2 * 3 + 1 + 1))
+  assert metrics.mcc(labels, preds) == pytest.approx((9 - 1) / 16)
+  assert metrics.mcc(labels, np.ones(8, int)) == 0.0  # Undefined: one class predicted.
+  assert metrics.pearson([1, 2, 3], [2, 4, 6]) == pytest.approx(1.0)
+  assert metrics.pearson([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
+  # Monotone but not linear: Spearman 1, Pearson below 1.
+  assert metrics.spearman([1, 2, 3, 4], [1, 10, 100, 1000]) == pytest.approx(1.0)
+  assert metrics._ranks([10, 20, 20, 5]).tolist() == [2.0, 3.5, 3.5, 1.0]
+
+
+def test_metrics_match_sklearn_and_scipy():
+  sklearn_metrics = pytest.importorskip("sklearn.metrics")
+  stats = pytest.importorskip("scipy.stats")
+  rng = np.random.default_rng(0)
+  labels, preds = rng.integers(0, 2, 200), rng.integers(0, 2, 200)
+  assert metrics.f1(labels, preds) == pytest.approx(sklearn_metrics.f1_score(labels, preds))
+  assert metrics.mcc(labels, preds) == pytest.approx(
+      sklearn_metrics.matthews_corrcoef(labels, preds))
+  labels3, preds3 = rng.integers(0, 3, 200), rng.integers(0, 3, 200)
+  assert metrics.macro_f1(labels3, preds3) == pytest.approx(
+      sklearn_metrics.f1_score(labels3, preds3, average="macro"))
+  # Scores with many ties, as STS-B's 0..5 labels in steps of 0.2.
+  x, y = rng.integers(0, 26, 300) / 5, rng.normal(size=300)
+  assert metrics.pearson(x, y) == pytest.approx(stats.pearsonr(x, y)[0])
+  assert metrics.spearman(x, y) == pytest.approx(stats.spearmanr(x, y)[0])
