@@ -1,0 +1,95 @@
+"""A tf.distribute strategy from plain arguments (the values of run_*.py's flags).
+
+  tpu                     TPUStrategy on the TPU named by `tpu` (a name, or a grpc:// address)
+  mirrored                MirroredStrategy over the local GPUs, or the local CPU devices if none
+  multi_worker_mirrored   MultiWorkerMirroredStrategy; the cluster comes from TF_CONFIG
+  one_device              OneDeviceStrategy on the first GPU, else the CPU
+  auto                    tpu when a TPU is named, mirrored with several GPUs, else one_device
+"""
+from absl import logging
+import tensorflow as tf
+
+STRATEGIES = ("auto", "tpu", "mirrored", "multi_worker_mirrored", "one_device")
+
+
+def get_strategy(distribution_strategy: str = "auto",
+                 tpu: str | None = None,
+                 tpu_zone: str | None = None,
+                 gcp_project: str | None = None,
+                 num_tpu_cores: int | None = None) -> tf.distribute.Strategy:
+  """Builds (and for TPUs, connects and initialises) the named strategy.
+
+  Args:
+    distribution_strategy: one of `STRATEGIES`.
+    tpu: the TPU name or address for TPUClusterResolver; "" or None lets the resolver look in
+      the environment (e.g. on a Cloud TPU VM).
+    tpu_zone, gcp_project: where to look the TPU name up; None = from the GCE metadata.
+    num_tpu_cores: the cores the caller expects; a warning if the TPU has another number.
+  """
+  if distribution_strategy not in STRATEGIES:
+    raise ValueError(f"distribution_strategy {distribution_strategy!r} is not one of "
+                     f"{STRATEGIES}")
+  if distribution_strategy == "auto":
+    distribution_strategy = _auto(tpu)
+  logging.info("distribution strategy: %s", distribution_strategy)
+  if distribution_strategy == "tpu":
+    return _tpu_strategy(tpu, tpu_zone, gcp_project, num_tpu_cores)
+  if distribution_strategy == "mirrored":
+    gpus = tf.config.list_logical_devices("GPU")
+    return tf.distribute.MirroredStrategy([d.name for d in gpus or
+                                           tf.config.list_logical_devices("CPU")])
+  if distribution_strategy == "multi_worker_mirrored":
+    return tf.distribute.MultiWorkerMirroredStrategy()
+  gpus = tf.config.list_logical_devices("GPU")
+  return tf.distribute.OneDeviceStrategy(gpus[0].name if gpus else "/cpu:0")
+
+
+def _auto(tpu: str | None) -> str:
+  if tpu:
+    return "tpu"
+  if len(tf.config.list_physical_devices("GPU")) > 1:
+    return "mirrored"
+  return "one_device"
+
+
+def _tpu_strategy(tpu, tpu_zone, gcp_project, num_tpu_cores) -> tf.distribute.TPUStrategy:
+  resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
+      tpu=tpu or "", zone=tpu_zone, project=gcp_project)
+  tf.config.experimental_connect_to_cluster(resolver)
+  tf.tpu.experimental.initialize_tpu_system(resolver)
+  strategy = tf.distribute.TPUStrategy(resolver)
+  if num_tpu_cores and num_tpu_cores != strategy.num_replicas_in_sync:
+    logging.warning("--num_tpu_cores=%d but the TPU has %d cores; using all of them",
+                    num_tpu_cores, strategy.num_replicas_in_sync)
+  return strategy
+
+
+def _task(strategy: tf.distribute.Strategy) -> tuple[str | None, int | None, dict]:
+  """(task_type, task_id, cluster_spec dict) of this process; (None, None, {}) when local."""
+  resolver = getattr(strategy, "cluster_resolver", None)
+  if resolver is None or isinstance(
+      resolver, tf.distribute.cluster_resolver.TPUClusterResolver):
+    return None, None, {}
+  return resolver.task_type, resolver.task_id, resolver.cluster_spec().as_dict()
+
+
+def is_multi_worker(strategy: tf.distribute.Strategy) -> bool:
+  """Whether several processes (workers) train together, each with its own input pipeline."""
+  _, _, cluster = _task(strategy)
+  return sum(len(tasks) for name, tasks in cluster.items() if name in ("chief", "worker")) > 1
+
+
+def is_chief(strategy: tf.distribute.Strategy) -> bool:
+  """Whether this process writes checkpoints, summaries and results: the "chief" task, or
+  worker 0 when the cluster names no chief; always true outside a multi-worker cluster."""
+  task_type, task_id, cluster = _task(strategy)
+  if not task_type:
+    return True
+  return task_type == "chief" or (task_type == "worker" and task_id == 0
+                                  and "chief" not in cluster)
+
+
+def worker_id(strategy: tf.distribute.Strategy) -> int:
+  """This process's task id in the cluster (0 outside a multi-worker cluster)."""
+  _, task_id, _ = _task(strategy)
+  return task_id or 0

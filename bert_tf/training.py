@@ -1,0 +1,334 @@
+"""The one training loop, for pretraining and fine-tuning alike.
+
+    train(strategy, model_fn, optimizer_fn, loss_fn, dataset_fn, output_dir, num_train_steps)
+
+Each call of a `tf.function` runs `steps_per_loop` steps (`strategy.run` in a `tf.range` loop:
+what keeps TPUs fed). Each replica's loss is divided by the number of replicas, so the summed
+gradient is that of the global batch. Batches come from
+`strategy.distribute_datasets_from_function(dataset_fn)` with fixed shapes, so XLA and TPUs
+compile one program.
+
+Checkpoints `ckpt-<global step>` go to output_dir every `save_checkpoints_steps`. A run started
+on an output_dir that holds one resumes from the latest: model, optimizer state (so the
+learning-rate schedule), global step, and the input position (each input pipeline skips the
+batches it had consumed; the same batches again when `dataset_fn` is seeded).
+
+Summaries (loss, the loss function's metrics, learning rate, examples/s) go to TensorBoard in
+output_dir and as a progress line to the log. A non-finite loss stops training with an error,
+leaving the last good checkpoint the latest.
+"""
+import os
+import tempfile
+import time
+from typing import Callable
+
+from absl import logging
+import tensorflow as tf
+import tf_keras
+
+from bert_tf import distribute
+
+# --mixed_precision values -> Keras policies.
+PRECISIONS = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
+
+# loss_fn(features, outputs) -> (replica-batch scalar loss, {name: replica-batch scalar}).
+LossFn = Callable[[dict, object], tuple[tf.Tensor, dict]]
+DatasetFn = Callable[[tf.distribute.InputContext], tf.data.Dataset]
+
+
+def set_mixed_precision(name: str) -> None:
+  """Sets the Keras dtype policy ("none" | "bf16" | "fp16"); call before building models.
+
+  fp16 also needs a loss-scaling optimizer (`create_optimizer(..., loss_scaling=True)`).
+  """
+  if name not in PRECISIONS:
+    raise ValueError(f"mixed_precision {name!r} is not one of {tuple(PRECISIONS)}")
+  tf_keras.mixed_precision.set_global_policy(PRECISIONS[name])
+
+
+class _Metrics:
+  """Means of the loss and the loss function's metrics over steps and replicas, and a count
+  of examples. Sync-on-read variables: updated per replica, read as the global mean."""
+
+  def __init__(self, names: list[str]):
+    self.means = {name: tf_keras.metrics.Mean(name) for name in ["loss"] + names}
+    self.examples = tf_keras.metrics.Sum("examples")
+
+  def update(self, features: dict, loss: tf.Tensor, metrics: dict) -> None:
+    self.means["loss"].update_state(loss)
+    for name, value in metrics.items():
+      if name != "loss":
+        self.means[name].update_state(value)
+    self.examples.update_state(tf.shape(tf.nest.flatten(features)[0])[0])
+
+  def result(self) -> dict[str, float]:
+    return {name: float(m.result()) for name, m in self.means.items()}
+
+  def reset(self) -> None:
+    for m in list(self.means.values()) + [self.examples]:
+      m.reset_state()
+
+
+def _metric_names(model: tf_keras.Model, loss_fn: LossFn, dataset_fn: DatasetFn) -> list[str]:
+  """The names of loss_fn's metrics, from a trace on the dataset's shapes (nothing runs)."""
+  spec = dataset_fn(tf.distribute.InputContext()).element_spec
+  trace = tf.function(lambda features: loss_fn(features, model(features, training=False))[1])
+  return sorted(trace.get_concrete_function(spec).structured_outputs)
+
+
+def _skip_consumed(dataset_fn: DatasetFn, global_step: int) -> DatasetFn:
+  """dataset_fn, each pipeline skipping the batches it gave for the first global_step steps."""
+  def fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
+    dataset = dataset_fn(ctx)
+    if global_step:
+      # Each pipeline feeds num_replicas / num_pipelines replicas one batch per step.
+      dataset = dataset.skip(global_step * ctx.num_replicas_in_sync // ctx.num_input_pipelines)
+    return dataset
+  return fn
+
+
+def _train_step_fn(model, optimizer, loss_fn, metrics: _Metrics, num_replicas: int,
+                   jit_compile: bool):
+  """The per-replica step: forward, backward (XLA-compiled with jit_compile), update."""
+  loss_scaling = isinstance(optimizer, tf_keras.mixed_precision.LossScaleOptimizer)
+
+  @tf.function(jit_compile=jit_compile)
+  def gradients(features):
+    with tf.GradientTape() as tape:
+      outputs = model(features, training=True)
+      loss, step_metrics = loss_fn(features, outputs)
+      loss = tf.cast(loss, tf.float32)
+      # Replicas' gradients are summed: dividing here makes the sum the global-batch mean.
+      scaled_loss = loss / num_replicas
+      if loss_scaling:
+        scaled_loss = optimizer.get_scaled_loss(scaled_loss)
+    grads = tape.gradient(scaled_loss, model.trainable_variables)
+    if loss_scaling:
+      grads = optimizer.get_unscaled_gradients(grads)
+    return loss, step_metrics, grads
+
+  def step(features):
+    loss, step_metrics, grads = gradients(features)
+    # Outside the XLA cluster: the all-reduce and update must not be compiled into it.
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    metrics.update(features, loss, step_metrics)
+
+  return step
+
+
+def _loop_fn(strategy: tf.distribute.Strategy, step_fn) -> Callable:
+  """A tf.function running `num_steps` (a scalar tensor: no retrace) steps of step_fn."""
+  @tf.function
+  def loop(iterator, num_steps):
+    for _ in tf.range(num_steps):
+      strategy.run(step_fn, args=(next(iterator),))
+  return loop
+
+
+@tf.function
+def _all_finite(variables) -> tf.Tensor:
+  return tf.reduce_all([tf.reduce_all(tf.math.is_finite(v)) for v in variables])
+
+
+def _checkpoint(model: tf_keras.Model, global_step: tf.Variable, **items) -> tf.train.Checkpoint:
+  """The model (also under its `checkpoint_items` names, e.g. `encoder`, for fine-tuning to
+  read), the global step, and any other trackables (the optimizer)."""
+  model_items = getattr(model, "checkpoint_items", {})
+  return tf.train.Checkpoint(model=model, global_step=global_step, **model_items, **items)
+
+
+def _restore(checkpoint: tf.train.Checkpoint, output_dir: str, model: tf_keras.Model,
+             init_fn: Callable | None) -> str | None:
+  """Restores the latest checkpoint in output_dir; else calls init_fn(model) if given.
+
+  Returns the path restored from, or None.
+  """
+  latest = tf.train.latest_checkpoint(output_dir)
+  if latest:
+    logging.info("restoring %s", latest)
+    checkpoint.restore(latest).assert_existing_objects_matched()
+  elif init_fn is not None:
+    init_fn(model)
+  return latest
+
+
+class _Saver:
+  """Saves `ckpt-<step>`: the chief into output_dir (keeping `keep` of them); other workers
+  of a multi-worker cluster, which must take part in saving, into a temporary directory."""
+
+  def __init__(self, strategy, checkpoint, output_dir: str, keep: int):
+    self.is_chief = distribute.is_chief(strategy)
+    directory = (output_dir if self.is_chief else
+                 tempfile.mkdtemp(prefix=f"worker{distribute.worker_id(strategy)}-"))
+    self.manager = tf.train.CheckpointManager(checkpoint, directory, max_to_keep=keep,
+                                              checkpoint_name="ckpt")
+
+  def save(self, step: int) -> str:
+    path = self.manager.save(checkpoint_number=step)
+    if not self.is_chief:
+      tf.io.gfile.rmtree(self.manager.directory)
+    return path
+
+
+def _learning_rate(optimizer) -> float:
+  schedule = optimizer.learning_rate
+  return float(schedule(optimizer.iterations) if callable(schedule) else schedule)
+
+
+def _log_progress(step: int, num_train_steps: int, results: dict, examples_per_s: float):
+  shown = " | ".join(f"{k} {v:.4g}" for k, v in results.items())
+  logging.info("step %d/%d | %s | %.1f examples/s", step, num_train_steps, shown,
+               examples_per_s)
+
+
+def _write_summaries(writer, step: int, results: dict) -> None:
+  with writer.as_default(step=step):
+    for name, value in results.items():
+      tf.summary.scalar(name, value)
+  writer.flush()
+
+
+def train(strategy: tf.distribute.Strategy,
+          model_fn: Callable[[], tf_keras.Model],
+          optimizer_fn: Callable[[], tf_keras.optimizers.legacy.Optimizer],
+          loss_fn: LossFn,
+          dataset_fn: DatasetFn,
+          output_dir: str,
+          num_train_steps: int,
+          steps_per_loop: int = 1000,
+          save_checkpoints_steps: int = 1000,
+          keep_checkpoint_max: int = 5,
+          init_fn: Callable[[tf_keras.Model], None] | None = None,
+          jit_compile: bool = False) -> dict[str, float]:
+  """Trains until the global step reaches num_train_steps (resuming from output_dir).
+
+  Args:
+    strategy: from `distribute.get_strategy`.
+    model_fn: builds the model, variables created (called in strategy.scope()).
+    optimizer_fn: builds the optimizer (in strategy.scope()); its `iterations` is the step.
+    loss_fn: (features, model outputs) -> (replica-batch mean loss, {name: scalar metric}).
+    dataset_fn: InputContext -> dataset of per-replica batches of fixed shape, repeating.
+    output_dir: checkpoints and TensorBoard summaries.
+    num_train_steps: the global step to stop at (the schedule's length is the optimizer's).
+    steps_per_loop: steps per tf.function call, between summaries and progress lines.
+    save_checkpoints_steps: a checkpoint at every multiple of this, and at the end.
+    keep_checkpoint_max: checkpoints kept in output_dir.
+    init_fn: called with the model when output_dir holds no checkpoint (e.g. to load
+      --init_checkpoint).
+    jit_compile: compile the forward and backward pass with XLA.
+
+  Returns:
+    The last loop's mean loss and metrics, and `global_step`.
+
+  Raises:
+    FloatingPointError: the loss or the weights became NaN or infinite; nothing was saved
+      after the last good checkpoint.
+  """
+  with strategy.scope():
+    model = model_fn()
+    optimizer = optimizer_fn()
+    metrics = _Metrics(_metric_names(model, loss_fn, dataset_fn))
+    checkpoint = _checkpoint(model, optimizer.iterations, optimizer=optimizer)
+  _restore(checkpoint, output_dir, model, init_fn)
+  saver = _Saver(strategy, checkpoint, output_dir, keep_checkpoint_max)
+  step = int(optimizer.iterations.numpy())
+  if step >= num_train_steps:
+    logging.info("global step %d: already trained to %d steps", step, num_train_steps)
+    return {"global_step": step}
+  if step:
+    logging.info("resuming at global step %d; skipping the input consumed so far", step)
+
+  iterator = iter(strategy.distribute_datasets_from_function(_skip_consumed(dataset_fn, step)))
+  loop = _loop_fn(strategy, _train_step_fn(model, optimizer, loss_fn, metrics,
+                                           strategy.num_replicas_in_sync, jit_compile))
+  writer = (tf.summary.create_file_writer(output_dir) if saver.is_chief
+            else tf.summary.create_noop_writer())
+  results = {}
+  while step < num_train_steps:
+    num_steps = min(steps_per_loop, num_train_steps - step,
+                    save_checkpoints_steps - step % save_checkpoints_steps)
+    start = time.time()
+    loop(iterator, tf.constant(num_steps))
+    step = int(optimizer.iterations.numpy())
+    examples_per_s = float(metrics.examples.result()) / (time.time() - start)
+    results = dict(metrics.result(), learning_rate=_learning_rate(optimizer))
+    metrics.reset()
+    _check_finite(results["loss"], model, step, saver)
+    _log_progress(step, num_train_steps, results, examples_per_s)
+    _write_summaries(writer, step, dict(results, examples_per_second=examples_per_s))
+    if step % save_checkpoints_steps == 0 or step == num_train_steps:
+      logging.info("saved %s", saver.save(step))
+  return dict(results, global_step=step)
+
+
+def _check_finite(loss: float, model: tf_keras.Model, step: int, saver: _Saver) -> None:
+  if not (tf.math.is_finite(loss) and _all_finite(model.trainable_variables)):
+    raise FloatingPointError(
+        f"the loss is {loss} at global step {step} (or the weights are no longer finite); "
+        f"stopped without saving. The last good checkpoint is "
+        f"{saver.manager.latest_checkpoint or 'none (none was saved)'}")
+
+
+def evaluate(strategy: tf.distribute.Strategy,
+             model_fn: Callable[[], tf_keras.Model],
+             loss_fn: LossFn,
+             dataset_fn: DatasetFn,
+             output_dir: str,
+             max_steps: int | None = None,
+             init_fn: Callable[[tf_keras.Model], None] | None = None) -> dict[str, float]:
+  """The mean loss and metrics of the latest checkpoint in output_dir over the dataset.
+
+  Args:
+    dataset_fn: InputContext -> dataset of per-replica batches (finite, or cut by max_steps).
+    max_steps: evaluate at most this many batches (all when None).
+    init_fn: initialises the model when output_dir holds no checkpoint (global_step 0).
+
+  Returns:
+    loss, the loss function's metrics, and global_step (of the checkpoint). Also written as
+    TensorBoard summaries to output_dir/eval.
+  """
+  with strategy.scope():
+    model = model_fn()
+    metrics = _Metrics(_metric_names(model, loss_fn, dataset_fn))
+    global_step = tf.Variable(0, dtype=tf.int64, trainable=False)
+  latest = tf.train.latest_checkpoint(output_dir)
+  if latest:
+    _checkpoint(model, global_step).read(latest).expect_partial()
+  elif init_fn is not None:
+    init_fn(model)
+  else:
+    raise FileNotFoundError(f"no checkpoint to evaluate in {output_dir} (and no init "
+                            f"checkpoint)")
+
+  @tf.function
+  def eval_step(features):
+    def step(features):
+      outputs = model(features, training=False)
+      loss, step_metrics = loss_fn(features, outputs)
+      metrics.update(features, tf.cast(loss, tf.float32), step_metrics)
+    strategy.run(step, args=(features,))
+
+  num_batches = 0
+  for features in strategy.distribute_datasets_from_function(dataset_fn):
+    if max_steps is not None and num_batches >= max_steps:
+      break
+    eval_step(features)
+    num_batches += 1
+  if not num_batches:
+    raise ValueError("the evaluation data holds no complete batch")
+  results = dict(metrics.result(), global_step=int(global_step.numpy()))
+  logging.info("eval at global step %d over %d batches: %s", results["global_step"],
+               num_batches, results)
+  if distribute.is_chief(strategy):
+    _write_summaries(tf.summary.create_file_writer(os.path.join(output_dir, "eval")),
+                     results["global_step"], metrics.result())
+  return results
+
+
+def write_eval_results(path: str, results: dict) -> None:
+  """`key = value` lines, sorted, as the original's eval_results.txt; written atomically."""
+  tmp_path = f"{path}.tmp-{os.getpid()}"
+  with tf.io.gfile.GFile(tmp_path, "w") as f:
+    for key in sorted(results):
+      f.write(f"{key} = {results[key]}\n")
+  tf.io.gfile.rename(tmp_path, path, overwrite=True)
