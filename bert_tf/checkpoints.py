@@ -1,0 +1,453 @@
+"""Weights from elsewhere into our encoder and pretraining heads.
+
+Three sources, told apart by what `path` holds:
+  ours:     a tf.train.Checkpoint of `BertPretrainer.checkpoint_items` (`encoder`, `masked_lm`,
+            `next_sentence`), with bert_config.json beside it;
+  tf1:      google-research/bert's TF1 checkpoints (`bert_model.ckpt`: `bert/...`, `cls/...`),
+            with bert_config.json beside them;
+  hf:       a Hugging Face BERT folder: config.json + model.safetensors or pytorch_model.bin
+            (read without torch by a restricted unpickler that rebuilds only tensors);
+  config:   a bert_config.json alone: a freshly initialized model.
+
+The TF1 and HF sources go through one name map each (the tables below). A part (encoder body,
+pooler, masked-LM head, next-sentence head) is loaded when the source has any of its variables,
+and then must have all of them at the right shapes; anything else is an error naming the
+variable. The encoder body is always required.
+"""
+import collections
+import dataclasses
+import json
+import os
+import pickle
+import re
+import zipfile
+from typing import Callable
+
+import ml_dtypes
+import numpy as np
+import tensorflow as tf
+from absl import logging
+from safetensors import numpy as safetensors_numpy
+
+from bert_tf.configs import BertConfig
+from bert_tf.modeling.encoder import build_encoder
+
+PARTS = ("encoder", "pooler", "masked_lm", "next_sentence")
+HF_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
+
+
+@dataclasses.dataclass(frozen=True)
+class NameMap:
+  """Our variable names <- one source's names, per part; rows are (ours, theirs, transposed).
+
+  `layer` rows are relative to `layer_prefix` = (ours, theirs), "{i}" the layer index.
+  `transposed`: the source stores the matrix as [out, in] (torch's Linear).
+  Our attention kernels are the Model Garden's einsum layout — query/key/value [H, heads,
+  head_size], output [heads, head_size, H] — which both sources store with the head axes merged;
+  `_assign` reshapes them.
+  """
+  embeddings: tuple
+  layer_prefix: tuple
+  layer: tuple
+  pooler: tuple
+  masked_lm: tuple
+  next_sentence: tuple
+  layer_pattern: str  # A regex whose group(1) is the layer index of a source name.
+
+  def rows(self, part: str, num_layers: int) -> list[tuple]:
+    if part != "encoder":
+      return list(getattr(self, part))
+    ours, theirs = self.layer_prefix
+    return list(self.embeddings) + [
+        (ours.format(i=i) + o, theirs.format(i=i) + t, transposed)
+        for i in range(num_layers) for o, t, transposed in self.layer]
+
+
+TF1 = NameMap(
+    embeddings=(
+        ("word_embeddings/embeddings", "bert/embeddings/word_embeddings", False),
+        ("position_embedding/embeddings", "bert/embeddings/position_embeddings", False),
+        ("type_embeddings/embeddings", "bert/embeddings/token_type_embeddings", False),
+        ("embeddings/layer_norm/gamma", "bert/embeddings/LayerNorm/gamma", False),
+        ("embeddings/layer_norm/beta", "bert/embeddings/LayerNorm/beta", False),
+    ),
+    layer_prefix=("transformer/layer_{i}/", "bert/encoder/layer_{i}/"),
+    layer=(
+        ("self_attention/query/kernel", "attention/self/query/kernel", False),
+        ("self_attention/query/bias", "attention/self/query/bias", False),
+        ("self_attention/key/kernel", "attention/self/key/kernel", False),
+        ("self_attention/key/bias", "attention/self/key/bias", False),
+        ("self_attention/value/kernel", "attention/self/value/kernel", False),
+        ("self_attention/value/bias", "attention/self/value/bias", False),
+        ("self_attention/attention_output/kernel", "attention/output/dense/kernel", False),
+        ("self_attention/attention_output/bias", "attention/output/dense/bias", False),
+        ("self_attention_layer_norm/gamma", "attention/output/LayerNorm/gamma", False),
+        ("self_attention_layer_norm/beta", "attention/output/LayerNorm/beta", False),
+        ("intermediate/kernel", "intermediate/dense/kernel", False),
+        ("intermediate/bias", "intermediate/dense/bias", False),
+        ("output/kernel", "output/dense/kernel", False),
+        ("output/bias", "output/dense/bias", False),
+        ("output_layer_norm/gamma", "output/LayerNorm/gamma", False),
+        ("output_layer_norm/beta", "output/LayerNorm/beta", False),
+    ),
+    pooler=(
+        ("pooler_transform/kernel", "bert/pooler/dense/kernel", False),
+        ("pooler_transform/bias", "bert/pooler/dense/bias", False),
+    ),
+    masked_lm=(
+        ("cls/predictions/transform/dense/kernel", "cls/predictions/transform/dense/kernel",
+         False),
+        ("cls/predictions/transform/dense/bias", "cls/predictions/transform/dense/bias", False),
+        ("cls/predictions/transform/LayerNorm/gamma", "cls/predictions/transform/LayerNorm/gamma",
+         False),
+        ("cls/predictions/transform/LayerNorm/beta", "cls/predictions/transform/LayerNorm/beta",
+         False),
+        ("cls/predictions/output_bias/bias", "cls/predictions/output_bias", False),
+    ),
+    next_sentence=(
+        ("cls/seq_relationship/kernel", "cls/seq_relationship/output_weights", True),
+        ("cls/seq_relationship/bias", "cls/seq_relationship/output_bias", False),
+    ),
+    layer_pattern=r"^bert/encoder/layer_(\d+)/",
+)
+
+# Names after `_hf_name`: no "bert." prefix, LayerNorm gamma/beta spelled weight/bias.
+HF = NameMap(
+    embeddings=(
+        ("word_embeddings/embeddings", "embeddings.word_embeddings.weight", False),
+        ("position_embedding/embeddings", "embeddings.position_embeddings.weight", False),
+        ("type_embeddings/embeddings", "embeddings.token_type_embeddings.weight", False),
+        ("embeddings/layer_norm/gamma", "embeddings.LayerNorm.weight", False),
+        ("embeddings/layer_norm/beta", "embeddings.LayerNorm.bias", False),
+    ),
+    layer_prefix=("transformer/layer_{i}/", "encoder.layer.{i}."),
+    layer=(
+        ("self_attention/query/kernel", "attention.self.query.weight", True),
+        ("self_attention/query/bias", "attention.self.query.bias", False),
+        ("self_attention/key/kernel", "attention.self.key.weight", True),
+        ("self_attention/key/bias", "attention.self.key.bias", False),
+        ("self_attention/value/kernel", "attention.self.value.weight", True),
+        ("self_attention/value/bias", "attention.self.value.bias", False),
+        ("self_attention/attention_output/kernel", "attention.output.dense.weight", True),
+        ("self_attention/attention_output/bias", "attention.output.dense.bias", False),
+        ("self_attention_layer_norm/gamma", "attention.output.LayerNorm.weight", False),
+        ("self_attention_layer_norm/beta", "attention.output.LayerNorm.bias", False),
+        ("intermediate/kernel", "intermediate.dense.weight", True),
+        ("intermediate/bias", "intermediate.dense.bias", False),
+        ("output/kernel", "output.dense.weight", True),
+        ("output/bias", "output.dense.bias", False),
+        ("output_layer_norm/gamma", "output.LayerNorm.weight", False),
+        ("output_layer_norm/beta", "output.LayerNorm.bias", False),
+    ),
+    pooler=(
+        ("pooler_transform/kernel", "pooler.dense.weight", True),
+        ("pooler_transform/bias", "pooler.dense.bias", False),
+    ),
+    masked_lm=(
+        ("cls/predictions/transform/dense/kernel", "cls.predictions.transform.dense.weight",
+         True),
+        ("cls/predictions/transform/dense/bias", "cls.predictions.transform.dense.bias", False),
+        ("cls/predictions/transform/LayerNorm/gamma",
+         "cls.predictions.transform.LayerNorm.weight", False),
+        ("cls/predictions/transform/LayerNorm/beta", "cls.predictions.transform.LayerNorm.bias",
+         False),
+        ("cls/predictions/output_bias/bias", "cls.predictions.bias", False),
+    ),
+    next_sentence=(
+        ("cls/seq_relationship/kernel", "cls.seq_relationship.weight", True),
+        ("cls/seq_relationship/bias", "cls.seq_relationship.bias", False),
+    ),
+    layer_pattern=r"^encoder\.layer\.(\d+)\.",
+)
+
+# Hugging Face's hidden_act -> BertConfig's: HF "gelu" is the exact erf form.
+HF_ACTIVATIONS = {"gelu": "gelu_exact", "gelu_new": "gelu", "gelu_pytorch_tanh": "gelu",
+                  "relu": "relu", "tanh": "tanh", "swish": "swish", "silu": "swish"}
+
+
+# ---------------------------------------------------------------------------------------------
+# Finding the source and its config.
+
+def resolve(path: str) -> tuple[str, str]:
+  """(kind, location): ("hf", folder), ("tf1" | "ours", checkpoint prefix) or ("config", file).
+
+  Raises FileNotFoundError or ValueError naming `path` when it is none of these.
+  """
+  prefix = path
+  if tf.io.gfile.isdir(path):
+    if (tf.io.gfile.exists(os.path.join(path, "config.json")) and
+        any(tf.io.gfile.exists(os.path.join(path, f)) for f in HF_WEIGHTS)):
+      return "hf", path
+    indexes = tf.io.gfile.glob(os.path.join(path, "*.index"))
+    prefix = tf.train.latest_checkpoint(path) or (
+        indexes[0][:-len(".index")] if len(indexes) == 1 else None)
+    if prefix is None:
+      raise FileNotFoundError(
+          f"{path}: neither a Hugging Face folder (config.json and one of {HF_WEIGHTS}) nor a "
+          f"folder with one TF checkpoint ({len(indexes)} *.index files)")
+  elif path.endswith(".json"):
+    if not tf.io.gfile.exists(path):
+      raise FileNotFoundError(f"{path}: no such config file")
+    return "config", path
+  if not tf.io.gfile.exists(prefix + ".index"):
+    raise FileNotFoundError(f"{path}: no checkpoint here ({prefix}.index does not exist)")
+  names = {name for name, _ in tf.train.list_variables(prefix)}
+  if "_CHECKPOINTABLE_OBJECT_GRAPH" in names:
+    return "ours", prefix
+  if any(name.startswith("bert/") for name in names):
+    return "tf1", prefix
+  raise ValueError(f"{prefix}: neither google-research/bert's names (bert/...) nor a "
+                   "tf.train.Checkpoint of this project")
+
+
+def hf_config(path: str) -> BertConfig:
+  """A Hugging Face BERT config.json as a BertConfig (hidden_act translated)."""
+  with open(path, encoding="utf-8") as f:
+    d = json.load(f)
+  unsupported = {"model_type": (d.get("model_type", "bert"), "bert"),
+                 "position_embedding_type": (d.get("position_embedding_type", "absolute"),
+                                             "absolute"),
+                 "layer_norm_eps": (d.get("layer_norm_eps", 1e-12), 1e-12)}
+  for key, (value, supported) in unsupported.items():
+    if value != supported:
+      raise ValueError(f"{path}: {key} {value!r} is not supported (only {supported!r})")
+  act = d.get("hidden_act", "gelu")
+  if act not in HF_ACTIVATIONS:
+    raise ValueError(f"{path}: hidden_act {act!r} is not one of {sorted(HF_ACTIVATIONS)}")
+  try:
+    return BertConfig.from_dict(dict(d, hidden_act=HF_ACTIVATIONS[act]))
+  except (TypeError, ValueError) as e:
+    raise ValueError(f"{path}: {e}") from e
+
+
+def load_config(path: str) -> BertConfig:
+  """The BertConfig of whatever `path` holds (see `resolve`): config.json in a Hugging Face
+  folder, else bert_config.json itself or beside the checkpoint."""
+  kind, location = resolve(path)
+  if kind == "hf":
+    return hf_config(os.path.join(location, "config.json"))
+  if kind == "config":
+    return BertConfig.from_json_file(location)
+  config_file = os.path.join(os.path.dirname(location), "bert_config.json")
+  if not tf.io.gfile.exists(config_file):
+    raise FileNotFoundError(f"{path}: no bert_config.json beside the checkpoint ({config_file})")
+  return BertConfig.from_json_file(config_file)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading the source's arrays.
+
+@dataclasses.dataclass
+class _Weights:
+  """A source's arrays by name; `path` names the source in errors."""
+  path: str
+  names: set
+  get: Callable[[str], np.ndarray]
+
+
+def _tf1_weights(prefix: str) -> _Weights:
+  reader = tf.train.load_checkpoint(prefix)
+  return _Weights(prefix, set(reader.get_variable_to_shape_map()), reader.get_tensor)
+
+
+def _hf_name(name: str) -> str:
+  """Hugging Face names as the HF table spells them (BertModel's, under BertForPreTraining's
+  "bert." prefix; older files call LayerNorm's weight and bias gamma and beta)."""
+  name = name[len("bert."):] if name.startswith("bert.") else name
+  return re.sub(r"LayerNorm\.gamma$", "LayerNorm.weight",
+                re.sub(r"LayerNorm\.beta$", "LayerNorm.bias", name))
+
+
+def _hf_weights(folder: str) -> _Weights:
+  safetensors_file = os.path.join(folder, "model.safetensors")
+  if os.path.exists(safetensors_file):
+    path, arrays = safetensors_file, safetensors_numpy.load_file(safetensors_file)
+  else:
+    path = os.path.join(folder, "pytorch_model.bin")
+    arrays = read_torch_state_dict(path)
+  arrays = {_hf_name(name): value for name, value in arrays.items()}
+  return _Weights(path, set(arrays), arrays.__getitem__)
+
+
+# torch's storage classes -> numpy dtypes (ml_dtypes, which TensorFlow uses, has bfloat16).
+_TORCH_STORAGES = {
+    "FloatStorage": np.float32, "HalfStorage": np.float16, "DoubleStorage": np.float64,
+    "BFloat16Storage": ml_dtypes.bfloat16, "LongStorage": np.int64, "IntStorage": np.int32,
+    "ShortStorage": np.int16, "CharStorage": np.int8, "ByteStorage": np.uint8,
+    "BoolStorage": np.bool_,
+}
+
+
+def _rebuild_tensor(storage, offset, size, stride, *unused_args):
+  """torch._utils._rebuild_tensor_v2: a strided view of a storage, here of a numpy array."""
+  return np.lib.stride_tricks.as_strided(
+      storage[offset:], shape=tuple(size),
+      strides=tuple(s * storage.itemsize for s in stride)).copy()
+
+
+class _TorchUnpickler(pickle.Unpickler):
+  """Unpickles a torch state dict, allowing only what rebuilds tensors: no code runs."""
+
+  _ALLOWED = {
+      ("collections", "OrderedDict"): collections.OrderedDict,
+      ("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor,
+      ("torch._utils", "_rebuild_parameter"): lambda data, *unused_args: data,
+  }
+
+  def __init__(self, archive: zipfile.ZipFile, root: str, path: str):
+    super().__init__(archive.open(f"{root}/data.pkl"))
+    self.archive, self.root, self.path = archive, root, path
+    self.storages = {}
+
+  def find_class(self, module, name):
+    if module == "torch" and name in _TORCH_STORAGES:
+      return _TORCH_STORAGES[name]
+    if (module, name) in self._ALLOWED:
+      return self._ALLOWED[(module, name)]
+    raise pickle.UnpicklingError(
+        f"{self.path}: {module}.{name} is not a tensor; this reader rebuilds only plain "
+        "tensors — convert the file to model.safetensors")
+
+  def persistent_load(self, pid):
+    # ("storage", dtype, key, location, numel): the storage's bytes are data/<key>.
+    _, dtype, key, _, _ = pid
+    if key not in self.storages:
+      self.storages[key] = np.frombuffer(self.archive.read(f"{self.root}/data/{key}"), dtype)
+    return self.storages[key]
+
+
+def read_torch_state_dict(path: str) -> dict[str, np.ndarray]:
+  """A `torch.save`d state dict (the zip format of torch >= 1.6) as numpy arrays, without
+  torch. Raises ValueError naming the file for other formats or objects."""
+  if not zipfile.is_zipfile(path):
+    raise ValueError(f"{path}: not torch's zip format (a pre-1.6 torch file?); convert it to "
+                     "model.safetensors")
+  with zipfile.ZipFile(path) as archive:
+    pickles = [n for n in archive.namelist() if n.endswith("/data.pkl")]
+    if len(pickles) != 1:
+      raise ValueError(f"{path}: expected one data.pkl in the archive, found {len(pickles)}")
+    root = pickles[0][:-len("/data.pkl")]
+    if f"{root}/byteorder" in archive.namelist():
+      if archive.read(f"{root}/byteorder").decode() != "little":
+        raise ValueError(f"{path}: big-endian tensors are not supported")
+    state = _TorchUnpickler(archive, root, path).load()
+  if not isinstance(state, dict):
+    raise ValueError(f"{path}: holds a {type(state).__name__}, not a state dict")
+  return dict(state)
+
+
+# ---------------------------------------------------------------------------------------------
+# Assigning.
+
+def _our_variables(targets: dict, name_map: NameMap, num_layers: int) -> dict:
+  """Our variables by their table name. A variable's full name may carry outer scopes (e.g.
+  the pretrainer's name), so the longest suffix that is a table name is its name."""
+  known = {row[0] for part in PARTS for row in name_map.rows(part, num_layers)}
+  found = {}
+  for target in targets.values():
+    for variable in target.variables:
+      parts = variable.name.split(":")[0].split("/")
+      names = ["/".join(parts[k:]) for k in range(len(parts)) if "/".join(parts[k:]) in known]
+      if not names:
+        raise ValueError(f"our variable {variable.name} has no entry in the name map")
+      found[names[0]] = variable
+  return found
+
+
+def _num_layers(names, pattern: str) -> int:
+  layers = {int(m.group(1)) for m in map(re.compile(pattern).match, names) if m}
+  return max(layers) + 1 if layers else 0
+
+
+def _assign(variable, value: np.ndarray, ours: str, theirs: str, path: str,
+            transposed: bool) -> None:
+  stored = np.asarray(value)
+  value = stored.T if transposed else stored
+  shape = tuple(variable.shape)
+  if value.shape != shape:
+    # Attention kernels: the source merges the head axes that our einsum layout splits.
+    if value.ndim != len(shape) - 1 or value.size != np.prod(shape):
+      raise ValueError(f"{path}: {theirs} has shape {stored.shape}"
+                       f"{' (stored transposed)' if transposed else ''}, which does not fit "
+                       f"our {ours} of shape {shape}")
+    value = value.reshape(shape)
+  variable.assign(value.astype(np.float32))
+
+
+def _load_mapped(weights: _Weights, name_map: NameMap, targets: dict) -> list[str]:
+  """Fills `targets` ({"encoder": ..., heads...}) from `weights`. Returns the parts loaded."""
+  num_layers = _num_layers([v.name for v in targets["encoder"].variables],
+                           r"^(?:.*/)?transformer/layer_(\d+)/")
+  theirs_layers = _num_layers(weights.names, name_map.layer_pattern)
+  if theirs_layers != num_layers:
+    raise ValueError(f"{weights.path}: has {theirs_layers} Transformer layers, our model "
+                     f"{num_layers}")
+  ours = _our_variables(targets, name_map, num_layers)
+  wanted = ["encoder", "pooler"] + [p for p in ("masked_lm", "next_sentence") if p in targets]
+  loaded = []
+  for part in wanted:
+    rows = name_map.rows(part, num_layers)
+    if part != "encoder" and not any(theirs in weights.names for _, theirs, _ in rows):
+      logging.warning("%s: no %s weights; %s keeps its initialization", weights.path, part, part)
+      continue
+    for our_name, theirs, transposed in rows:
+      if theirs not in weights.names:
+        raise ValueError(f"{weights.path}: {theirs} is missing (for our {our_name})")
+      _assign(ours[our_name], weights.get(theirs), our_name, theirs, weights.path, transposed)
+    loaded.append(part)
+  return loaded
+
+
+def _load_ours(prefix: str, targets: dict) -> list[str]:
+  """Restores the `targets` a tf.train.Checkpoint of checkpoint_items holds (encoder
+  required); optimizer state and absent heads are left alone."""
+  names = [name for name, _ in tf.train.list_variables(prefix)]
+  present = {k: v for k, v in targets.items() if any(n.startswith(k + "/") for n in names)}
+  if "encoder" not in present:
+    raise ValueError(f"{prefix}: this checkpoint has no 'encoder'")
+  for missing in targets.keys() - present.keys():
+    logging.warning("%s: no %s; it keeps its initialization", prefix, missing)
+  try:
+    status = tf.train.Checkpoint(**present).read(prefix)
+    status.expect_partial().assert_existing_objects_matched()
+  except (AssertionError, ValueError, tf.errors.OpError) as e:
+    raise ValueError(f"{prefix}: does not match the model: {e}") from e
+  return list(present)
+
+
+def _load(targets: dict, path: str) -> list[str]:
+  kind, location = resolve(path)
+  if kind == "ours":
+    return _load_ours(location, targets)
+  if kind == "tf1":
+    return _load_mapped(_tf1_weights(location), TF1, targets)
+  if kind == "hf":
+    return _load_mapped(_hf_weights(location), HF, targets)
+  raise ValueError(f"{path}: a config file holds no weights to load")
+
+
+# ---------------------------------------------------------------------------------------------
+# The public entry points.
+
+def load_into_encoder(encoder, path: str) -> None:
+  """Fills a `build_encoder` model from any source (see the module doc)."""
+  _load({"encoder": encoder}, path)
+
+
+def load_into_pretrainer(pretrainer, path: str) -> list[str]:
+  """Fills a `BertPretrainer`'s encoder, and its heads where the source has them.
+
+  Returns the parts loaded, e.g. ["encoder", "pooler", "masked_lm", "next_sentence"] (for
+  our own checkpoints: the checkpoint_items names).
+  """
+  return _load(dict(pretrainer.checkpoint_items), path)
+
+
+def load_encoder(path: str, attention: str = "bidirectional"):
+  """(BertConfig, encoder) from a Hugging Face folder, a TF1 checkpoint (prefix or folder), our
+  own checkpoint, or a bert_config.json (then freshly initialized)."""
+  config = load_config(path)
+  encoder = build_encoder(config, attention)
+  if resolve(path)[0] != "config":
+    load_into_encoder(encoder, path)
+  return config, encoder

@@ -1,0 +1,128 @@
+"""The BERT encoder, assembled from the Model Garden's layers.
+
+    input_word_ids, input_mask, input_type_ids: int32 [batch, seq]
+      -> token + segment + learned position embeddings -> LayerNorm -> dropout
+      -> L post-LN Transformer blocks (self-attention, GELU feed-forward)
+      -> sequence_output [batch, seq, H], pooled_output [batch, H] (tanh dense on [CLS]),
+         encoder_outputs: every block's output, a list of L [batch, seq, H].
+
+The Model Garden's `BertEncoderV2` is this network in its bidirectional form only; the paper's
+left-to-right ablation needs a causal mask too, so the same layers are wired here with an
+attention mask that can be either.
+"""
+import tensorflow as tf
+import tf_keras
+from official.modeling import activations as tfm_activations
+from official.nlp.modeling import layers
+
+from bert_tf.configs import BertConfig
+
+ATTENTION_MODES = ("bidirectional", "causal")
+
+# Variable (and layer) names of the word embedding table, which the masked-LM head shares.
+WORD_EMBEDDINGS = "word_embeddings"
+
+
+def activation(hidden_act: str):
+  """BertConfig.hidden_act -> a Keras-serializable activation function.
+
+  "gelu" is google-research/bert's tanh approximation (as is Hugging Face's "gelu_new");
+  "gelu_exact" is the erf form.
+  """
+  if hidden_act in ("gelu", "gelu_new"):
+    return tfm_activations.gelu
+  if hidden_act == "gelu_exact":
+    return tf_keras.activations.gelu  # approximate=False by default.
+  return tf_keras.activations.get(hidden_act)
+
+
+def initializer(config: BertConfig) -> tf_keras.initializers.Initializer:
+  """A fresh instance per layer: a reused unseeded instance repeats its values."""
+  return tf_keras.initializers.TruncatedNormal(stddev=config.initializer_range)
+
+
+@tf_keras.utils.register_keras_serializable(package="bert_tf")
+class AttentionMask(layers.SelfAttentionMask):
+  """The [batch, from_seq, to_seq] mask of 1 (attend) and 0 (don't) for self-attention.
+
+  Padding positions (input_mask 0) are never attended to. With `causal`, position i also
+  attends only to positions j <= i (a left-to-right language model, like OpenAI GPT).
+  """
+
+  def __init__(self, causal: bool = False, **kwargs):
+    super().__init__(**kwargs)
+    self.causal = causal
+
+  def call(self, inputs, to_mask=None):
+    mask = super().call(inputs, to_mask)
+    if self.causal:
+      mask = tf.linalg.band_part(mask, -1, 0)  # Keeps the lower triangle, j <= i.
+    return mask
+
+  def get_config(self):
+    return dict(super().get_config(), causal=self.causal)
+
+
+def build_encoder(config: BertConfig, attention: str = "bidirectional") -> tf_keras.Model:
+  """The BERT encoder as a functional tf_keras Model.
+
+  Args:
+    config: the encoder's hyper-parameters.
+    attention: "bidirectional" (BERT) or "causal" (left-to-right; the mask also hides padding).
+
+  Returns:
+    A Model taking a dict of int32 [batch, seq] tensors `input_word_ids`, `input_mask`,
+    `input_type_ids` (seq <= config.max_position_embeddings) and returning a dict:
+      sequence_output: float [batch, seq, hidden_size], the last block's output;
+      pooled_output: float [batch, hidden_size], tanh(dense(sequence_output[:, 0]));
+      encoder_outputs: a list of num_hidden_layers float [batch, seq, hidden_size].
+  """
+  if attention not in ATTENTION_MODES:
+    raise ValueError(f"attention {attention!r} is not one of {ATTENTION_MODES}")
+  inputs = {name: tf_keras.Input(shape=(None,), dtype=tf.int32, name=name)
+            for name in ("input_word_ids", "input_mask", "input_type_ids")}
+
+  word_embeddings = layers.OnDeviceEmbedding(
+      config.vocab_size, config.hidden_size, initializer=initializer(config),
+      name=WORD_EMBEDDINGS)(inputs["input_word_ids"])
+  position_embeddings = layers.PositionEmbedding(
+      max_length=config.max_position_embeddings, initializer=initializer(config),
+      name="position_embedding")(word_embeddings)
+  # One-hot lookup: faster than a gather on TPUs for a table this small.
+  type_embeddings = layers.OnDeviceEmbedding(
+      config.type_vocab_size, config.hidden_size, initializer=initializer(config),
+      use_one_hot=True,
+      name="type_embeddings")(inputs["input_type_ids"])
+  x = tf_keras.layers.Add()([word_embeddings, position_embeddings, type_embeddings])
+  # float32 even under mixed precision, as the Model Garden's encoders keep it.
+  x = tf_keras.layers.LayerNormalization(
+      axis=-1, epsilon=1e-12, dtype=tf.float32, name="embeddings/layer_norm")(x)
+  x = tf_keras.layers.Dropout(config.hidden_dropout_prob, name="embeddings/dropout")(x)
+
+  mask = AttentionMask(causal=attention == "causal", name="attention_mask")(
+      x, inputs["input_mask"])
+  encoder_outputs = []
+  for i in range(config.num_hidden_layers):
+    x = layers.TransformerEncoderBlock(
+        num_attention_heads=config.num_attention_heads,
+        inner_dim=config.intermediate_size,
+        inner_activation=activation(config.hidden_act),
+        output_dropout=config.hidden_dropout_prob,
+        attention_dropout=config.attention_probs_dropout_prob,
+        norm_first=False,
+        norm_epsilon=1e-12,
+        kernel_initializer=initializer(config),
+        name=f"transformer/layer_{i}")([x, mask])
+    encoder_outputs.append(x)
+
+  pooled_output = tf_keras.layers.Dense(
+      config.hidden_size, activation="tanh", kernel_initializer=initializer(config),
+      name="pooler_transform")(x[:, 0, :])
+  outputs = dict(sequence_output=x, pooled_output=pooled_output,
+                 encoder_outputs=encoder_outputs)
+  return tf_keras.Model(inputs=inputs, outputs=outputs, name=f"bert_encoder_{attention}")
+
+
+def embedding_table(encoder: tf_keras.Model) -> tf.Variable:
+  """The encoder's word embedding table, float [vocab_size, hidden_size]."""
+  return encoder.get_layer(WORD_EMBEDDINGS).embeddings

@@ -1,0 +1,152 @@
+"""The pretraining model and its loss: masked LM + next sentence prediction, and the ablations.
+
+objective "mlm" (BERT): bidirectional encoder; the masked-LM head predicts the original token at
+  each of `masked_lm_positions`; with `nsp`, a head on the pooled output predicts whether
+  sentence B follows sentence A.
+objective "ltr" (the paper's "LTR & No NSP", like OpenAI GPT): causal encoder over the original
+  tokens; the same LM head predicts token t+1 from positions <= t, for every non-pad token. The
+  original tokens come back from the MLM records (`restore_original_tokens`), so one set of
+  records serves both objectives.
+"""
+import tensorflow as tf
+import tf_keras
+
+from bert_tf.configs import BertConfig
+from bert_tf.modeling import heads
+from bert_tf.modeling.encoder import build_encoder
+
+OBJECTIVES = ("mlm", "ltr")
+ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
+
+
+def restore_original_tokens(features: dict) -> tf.Tensor:
+  """input_word_ids [B, S] with each masked position (weight > 0) given back its original id.
+
+  Padding slots of masked_lm_positions (weight 0, position 0) leave [CLS] alone. One-hot
+  arithmetic rather than a scatter: static shapes, XLA-friendly.
+  """
+  ids = features["input_word_ids"]
+  real = tf.cast(features["masked_lm_weights"] > 0, ids.dtype)                  # [B, P]
+  hits = tf.one_hot(features["masked_lm_positions"], ids.shape[1] or tf.shape(ids)[1],
+                    dtype=ids.dtype) * real[:, :, None]                          # [B, P, S]
+  originals = tf.reduce_sum(hits * features["masked_lm_ids"][:, :, None], axis=1)  # [B, S]
+  return ids * (1 - tf.reduce_sum(hits, axis=1)) + originals
+
+
+class BertPretrainer(tf_keras.Model):
+  """Encoder + LM head (+ next-sentence head).
+
+  call(features) takes the dict of `tfrecords.datasets.pretraining_dataset` and returns
+    mlm_logits: float32 [B, P, V] at masked_lm_positions ("mlm"), or [B, S, V] at every
+      position ("ltr");
+    nsp_logits: float32 [B, 2], when `nsp`.
+  Logits are float32 even under mixed precision, so the softmax and loss are.
+  """
+
+  def __init__(self, config: BertConfig, objective: str = "mlm", nsp: bool = True, **kwargs):
+    super().__init__(**kwargs)
+    self.objective = objective
+    self.encoder = build_encoder(config, "causal" if objective == "ltr" else "bidirectional")
+    self.masked_lm = heads.masked_lm(config, self.encoder)
+    self.next_sentence = heads.next_sentence(config) if nsp else None
+
+  @property
+  def checkpoint_items(self) -> dict:
+    """The trackables to save and restore, by the names `bert_tf.checkpoints` reads."""
+    items = dict(encoder=self.encoder, masked_lm=self.masked_lm)
+    if self.next_sentence is not None:
+      items["next_sentence"] = self.next_sentence
+    return items
+
+  def call(self, features, training=None):
+    inputs = {name: features[name] for name in ENCODER_INPUTS}
+    if self.objective == "ltr":
+      inputs["input_word_ids"] = restore_original_tokens(features)
+      ids = inputs["input_word_ids"]
+      positions = tf.broadcast_to(tf.range(ids.shape[1] or tf.shape(ids)[1]), tf.shape(ids))
+    else:
+      positions = features["masked_lm_positions"]
+    encoded = self.encoder(inputs, training=training)
+    outputs = {"mlm_logits": tf.cast(
+        self.masked_lm(encoded["sequence_output"], masked_positions=positions), tf.float32)}
+    if self.next_sentence is not None:
+      outputs["nsp_logits"] = tf.cast(self.next_sentence(encoded["pooled_output"]), tf.float32)
+    return outputs
+
+
+def dummy_features(max_seq_length: int, max_predictions_per_seq: int,
+                   batch_size: int = 1) -> dict:
+  """An all-zero batch of pretraining features of the given shapes (to build a model)."""
+  seq = tf.zeros([batch_size, max_seq_length], tf.int32)
+  preds = tf.zeros([batch_size, max_predictions_per_seq], tf.int32)
+  return dict(input_word_ids=seq, input_mask=tf.ones_like(seq), input_type_ids=seq,
+              masked_lm_positions=preds, masked_lm_ids=preds,
+              masked_lm_weights=tf.zeros([batch_size, max_predictions_per_seq]),
+              next_sentence_labels=tf.zeros([batch_size, 1], tf.int32))
+
+
+def _check(config: BertConfig, max_seq_length: int, objective: str, nsp: bool) -> None:
+  if objective not in OBJECTIVES:
+    raise ValueError(f"objective {objective!r} is not one of {OBJECTIVES}")
+  if objective == "ltr" and nsp:
+    # A causal [CLS] sees only itself: there is no sentence-pair summary to classify.
+    raise ValueError("objective 'ltr' trains without next sentence prediction (the paper's "
+                     "'LTR & No NSP'); pass nsp=False")
+  if max_seq_length > config.max_position_embeddings:
+    raise ValueError(f"max_seq_length {max_seq_length} exceeds the config's "
+                     f"max_position_embeddings {config.max_position_embeddings}")
+
+
+def build_pretrainer(config: BertConfig, max_seq_length: int, max_predictions_per_seq: int,
+                     objective: str = "mlm", nsp: bool = True) -> BertPretrainer:
+  """A BertPretrainer with its variables created (ready to load a checkpoint into)."""
+  _check(config, max_seq_length, objective, nsp)
+  model = BertPretrainer(config, objective=objective, nsp=nsp,
+                         name=f"bert_pretrainer_{objective}")
+  model(dummy_features(max_seq_length, max_predictions_per_seq))
+  return model
+
+
+def _weighted_lm_loss(logits, labels, weights):
+  """The original's masked-LM loss: sum(w * xent) / (sum(w) + 1e-5); accuracy alike.
+
+  logits float32 [B, N, V]; labels int32 [B, N]; weights float32 [B, N].
+  """
+  xent = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+  denominator = tf.reduce_sum(weights) + 1e-5
+  correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=labels.dtype), labels),
+                    tf.float32)
+  return (tf.reduce_sum(weights * xent) / denominator,
+          tf.reduce_sum(weights * correct) / denominator)
+
+
+def pretraining_loss(features: dict, outputs: dict, objective: str = "mlm",
+                     nsp: bool = True) -> tuple[tf.Tensor, dict]:
+  """This replica's batch loss (float32 scalar) and scalar metrics.
+
+  Loss = the LM loss (+ the mean next-sentence loss with `nsp`). Metrics: masked_lm_loss,
+  masked_lm_accuracy (weighted by masked_lm_weights; for "ltr", the next-token loss and
+  accuracy over non-pad targets, under the same names), and with `nsp` next_sentence_loss,
+  next_sentence_accuracy.
+  """
+  if nsp != ("nsp_logits" in outputs):
+    raise ValueError(f"nsp={nsp} but the model {'lacks' if nsp else 'has'} a next-sentence head")
+  logits = tf.cast(outputs["mlm_logits"], tf.float32)
+  if objective == "ltr":
+    targets = restore_original_tokens(features)
+    lm_loss, lm_accuracy = _weighted_lm_loss(
+        logits[:, :-1], targets[:, 1:], tf.cast(features["input_mask"][:, 1:], tf.float32))
+  else:
+    lm_loss, lm_accuracy = _weighted_lm_loss(
+        logits, features["masked_lm_ids"], tf.cast(features["masked_lm_weights"], tf.float32))
+  metrics = dict(masked_lm_loss=lm_loss, masked_lm_accuracy=lm_accuracy)
+  loss = lm_loss
+  if nsp:
+    nsp_logits = tf.cast(outputs["nsp_logits"], tf.float32)
+    labels = tf.reshape(tf.cast(features["next_sentence_labels"], tf.int32), [-1])
+    metrics["next_sentence_loss"] = tf.reduce_mean(
+        tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=nsp_logits))
+    metrics["next_sentence_accuracy"] = tf.reduce_mean(tf.cast(
+        tf.equal(tf.argmax(nsp_logits, -1, output_type=tf.int32), labels), tf.float32))
+    loss += metrics["next_sentence_loss"]
+  return loss, metrics
