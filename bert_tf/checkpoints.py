@@ -28,6 +28,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 from safetensors import numpy as safetensors_numpy
+from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from bert_tf.configs import BertConfig
 from bert_tf.modeling.encoder import build_encoder
@@ -398,13 +399,20 @@ def _load_mapped(weights: _Weights, name_map: NameMap, targets: dict) -> list[st
   return loaded
 
 
+def _checkpoint_items(prefix: str) -> set[str]:
+  """The names a tf.train.Checkpoint was saved with (its root object's children)."""
+  graph = trackable_object_graph_pb2.TrackableObjectGraph()
+  graph.ParseFromString(tf.train.load_checkpoint(prefix).get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
+  return {child.local_name for child in graph.nodes[0].children}
+
+
 def _load_ours(prefix: str, targets: dict) -> list[str]:
   """Restores the `targets` a tf.train.Checkpoint of checkpoint_items holds (encoder
   required); optimizer state and absent heads are left alone."""
-  names = [name for name, _ in tf.train.list_variables(prefix)]
-  present = {k: v for k, v in targets.items() if any(n.startswith(k + "/") for n in names)}
+  saved = _checkpoint_items(prefix)
+  present = {k: v for k, v in targets.items() if k in saved}
   if "encoder" not in present:
-    raise ValueError(f"{prefix}: this checkpoint has no 'encoder'")
+    raise ValueError(f"{prefix}: this checkpoint has no 'encoder' (it has {sorted(saved)})")
   for missing in targets.keys() - present.keys():
     logging.warning("%s: no %s; it keeps its initialization", prefix, missing)
   try:
