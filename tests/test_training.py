@@ -1,0 +1,206 @@
+"""The training loop: resuming a killed run, stopping on NaN, XLA, float16, evaluation.
+
+Also a driver for other processes: `python tests/test_training.py RECORDS INIT OUT STEPS` trains
+the tiny model to STEPS and prints the results as JSON (test_distribute uses the helpers too).
+"""
+import json
+import os
+import subprocess
+import sys
+
+from absl import logging
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf import checkpoints, configs, distribute, optimization, training
+from bert_tf.modeling import pretrainer
+from tfrecords import datasets, schema, writer
+
+SEQ, PREDS, VOCAB, BATCH = 32, 5, 100, 8
+TOTAL_STEPS = 8  # The schedule's length, whether a run stops earlier or not.
+# Dropout off: runs that see the same data must compute the same numbers.
+CONFIG = configs.BertConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2,
+                            num_attention_heads=2, intermediate_size=64,
+                            max_position_embeddings=SEQ, hidden_dropout_prob=0.0,
+                            attention_probs_dropout_prob=0.0)
+
+
+def write_pretraining_records(path: str, num_records: int, seed: int = 0,
+                              seq: int = SEQ, nan_from: int | None = None) -> str:
+  """Random pretraining records (all PREDS predictions real); from record `nan_from` on, the
+  masked_lm_weights are NaN (a poisoned batch)."""
+  rng = np.random.default_rng(seed)
+  rows = []
+  for i in range(num_records):
+    weights = np.full(PREDS, np.nan if nan_from is not None and i >= nan_from else 1.0)
+    rows.append(dict(input_ids=rng.integers(1, VOCAB, seq), input_mask=np.ones(seq),
+                     segment_ids=np.repeat([0, 1], seq // 2),
+                     masked_lm_positions=rng.choice(np.arange(1, seq), PREDS, replace=False),
+                     masked_lm_ids=rng.integers(1, VOCAB, PREDS), masked_lm_weights=weights,
+                     next_sentence_labels=[rng.integers(0, 2)]))
+  writer.write_records(path, schema.pretraining_features(seq, PREDS), rows)
+  return path
+
+
+def write_init_checkpoint(prefix: str) -> str:
+  """A freshly initialized tiny pretrainer, saved as this project's checkpoint_items."""
+  model = pretrainer.build_pretrainer(CONFIG, SEQ, PREDS)
+  return tf.train.Checkpoint(**model.checkpoint_items).write(prefix)
+
+
+def train_tiny(strategy, records: str, init_prefix: str, output_dir: str, num_train_steps: int,
+               jit_compile: bool = False, loss_scaling: bool = False, dataset_fn=None):
+  """Trains the tiny pretrainer from init_prefix: batches of 8, a checkpoint every 2 steps."""
+  def seeded_dataset(ctx):
+    return datasets.pretraining_dataset(records, SEQ, PREDS, BATCH, is_training=True,
+                                        input_context=ctx, seed=1)
+  return training.train(
+      strategy, lambda: pretrainer.build_pretrainer(CONFIG, SEQ, PREDS),
+      lambda: optimization.create_optimizer(1e-3, TOTAL_STEPS, 2, loss_scaling=loss_scaling),
+      pretrainer.pretraining_loss, dataset_fn or seeded_dataset, output_dir, num_train_steps,
+      steps_per_loop=2, save_checkpoints_steps=2,
+      init_fn=lambda model: checkpoints.load_into_pretrainer(model, init_prefix),
+      jit_compile=jit_compile)
+
+
+def checkpoint_values(prefix: str) -> dict[str, np.ndarray]:
+  reader = tf.train.load_checkpoint(prefix)
+  return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
+          if name != "_CHECKPOINTABLE_OBJECT_GRAPH"}
+
+
+def assert_same_values(a: dict, b: dict, rtol=1e-5, atol=1e-6):
+  assert a.keys() == b.keys()
+  for name in a:
+    np.testing.assert_allclose(a[name], b[name], rtol=rtol, atol=atol, err_msg=name)
+
+
+def checkpoint_steps(output_dir: str) -> list[int]:
+  state = tf.train.get_checkpoint_state(output_dir)
+  return [int(p.rsplit("-", 1)[1]) for p in state.all_model_checkpoint_paths] if state else []
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+  """The uninterrupted 8-step run, and the first half of the run that gets "killed" at 4."""
+  d = tmp_path_factory.mktemp("runs")
+  records = ",".join(write_pretraining_records(str(d / f"data-{i}.tfrecord"), 32, seed=i)
+                     for i in range(2))
+  init = write_init_checkpoint(str(d / "init" / "ckpt"))
+  strategy = distribute.get_strategy("one_device")
+  full = train_tiny(strategy, records, init, str(d / "full"), TOTAL_STEPS)
+  half = train_tiny(strategy, records, init, str(d / "killed"), TOTAL_STEPS // 2)
+  return dict(dir=d, records=records, init=init, full=full, half=half)
+
+
+def test_killed_run_resumed_in_another_process_matches_the_uninterrupted_run(runs):
+  d = runs["dir"]
+  assert checkpoint_steps(d / "full") == [2, 4, 6, 8]
+  assert checkpoint_steps(d / "killed") == [2, 4]
+  # Resume in a new process: it must restore model, optimizer, step and input position.
+  out = subprocess.run([sys.executable, __file__, runs["records"], runs["init"],
+                        str(d / "killed"), str(TOTAL_STEPS)],
+                       capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+  assert out.returncode == 0, out.stderr[-3000:]
+  resumed = json.loads(out.stdout.strip().splitlines()[-1])
+  assert "resuming at global step 4" in out.stderr
+  assert checkpoint_steps(d / "killed") == [2, 4, 6, 8]
+  assert resumed["global_step"] == runs["full"]["global_step"] == TOTAL_STEPS
+  assert resumed["loss"] == pytest.approx(runs["full"]["loss"], rel=1e-5)
+  # Every variable, optimizer moments and step included, as after the uninterrupted run.
+  final = checkpoint_values(str(d / "killed" / "ckpt-8"))
+  assert_same_values(final, checkpoint_values(str(d / "full" / "ckpt-8")))
+  # ... and training did move them: all but the attention key biases (softmax ignores a
+  # constant shift of the scores, so their gradient is zero; biases get no weight decay).
+  init = checkpoint_values(runs["init"])
+  still = [n for n in init if np.allclose(init[n], final[n])]
+  assert len(init) > 40 and all("_key_dense/bias" in n for n in still), still
+
+
+def test_a_finished_run_is_not_trained_further(runs):
+  strategy = distribute.get_strategy("one_device")
+  results = train_tiny(strategy, runs["records"], runs["init"], str(runs["dir"] / "full"),
+                       TOTAL_STEPS)
+  assert results == {"global_step": TOTAL_STEPS}
+  assert checkpoint_steps(runs["dir"] / "full") == [2, 4, 6, 8]
+
+
+def test_xla_compiled_step_matches_the_plain_one(runs, tmp_path):
+  strategy = distribute.get_strategy("one_device")
+  results = train_tiny(strategy, runs["records"], runs["init"], str(tmp_path), 4,
+                       jit_compile=True)
+  assert results["loss"] == pytest.approx(runs["half"]["loss"], rel=1e-4)
+  assert_same_values(checkpoint_values(str(tmp_path / "ckpt-4")),
+                     checkpoint_values(str(runs["dir"] / "full" / "ckpt-4")),
+                     rtol=1e-3, atol=1e-4)
+
+
+def test_float16_with_loss_scaling_trains_close_to_float32(runs, tmp_path):
+  strategy = distribute.get_strategy("one_device")
+  training.set_mixed_precision("fp16")
+  try:
+    results = train_tiny(strategy, runs["records"], runs["init"], str(tmp_path), 4,
+                         loss_scaling=True)
+  finally:
+    training.set_mixed_precision("none")
+  assert results["loss"] == pytest.approx(runs["half"]["loss"], rel=2e-3)
+  values = checkpoint_values(str(tmp_path / "ckpt-4"))
+  assert "optimizer/loss_scale/current_loss_scale/.ATTRIBUTES/VARIABLE_VALUE" in values
+  assert all(v.dtype != np.float16 for v in values.values())  # float32 master weights
+
+
+def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path, runs):
+  # Records 24..31 have NaN weights: read in order, step 4's batch is poisoned.
+  records = write_pretraining_records(str(tmp_path / "nan.tfrecord"), 32, nan_from=24)
+  def in_order(ctx):
+    return datasets.pretraining_dataset(records, SEQ, PREDS, BATCH, is_training=False,
+                                        input_context=ctx).repeat()
+  strategy = distribute.get_strategy("one_device")
+  out = tmp_path / "out"
+  with pytest.raises(FloatingPointError, match=r"loss is nan at global step 4.*ckpt-2"):
+    train_tiny(strategy, records, runs["init"], str(out), TOTAL_STEPS, dataset_fn=in_order)
+  assert checkpoint_steps(out) == [2]
+  assert all(np.isfinite(v).all() for v in checkpoint_values(str(out / "ckpt-2")).values())
+
+
+def test_evaluate_reports_the_checkpoint_loss_and_step(runs):
+  def eval_dataset(ctx):
+    return datasets.pretraining_dataset(runs["records"], SEQ, PREDS, BATCH, is_training=False,
+                                        input_context=ctx)
+  strategy = distribute.get_strategy("one_device")
+  output_dir = str(runs["dir"] / "full")
+  results = training.evaluate(strategy, lambda: pretrainer.build_pretrainer(CONFIG, SEQ, PREDS),
+                              pretrainer.pretraining_loss, eval_dataset, output_dir, max_steps=3)
+  assert results["global_step"] == TOTAL_STEPS
+  # The same numbers computed directly from ckpt-8 over the same 3 batches.
+  model = pretrainer.build_pretrainer(CONFIG, SEQ, PREDS)
+  checkpoints.load_into_pretrainer(model, os.path.join(output_dir, "ckpt-8"))
+  losses, accuracies = [], []
+  for features in eval_dataset(None).take(3):
+    loss, metrics = pretrainer.pretraining_loss(features, model(features, training=False))
+    losses.append(float(loss))
+    accuracies.append(float(metrics["next_sentence_accuracy"]))
+  assert results["loss"] == pytest.approx(np.mean(losses), rel=1e-5)
+  assert results["next_sentence_accuracy"] == pytest.approx(np.mean(accuracies), abs=1e-6)
+  assert sorted(results) == ["global_step", "loss", "masked_lm_accuracy", "masked_lm_loss",
+                             "next_sentence_accuracy", "next_sentence_loss"]
+
+  path = runs["dir"] / "eval_results.txt"
+  training.write_eval_results(str(path), results)
+  lines = path.read_text().splitlines()
+  assert lines[0] == "global_step = 8" and lines[1] == f"loss = {results['loss']}"
+  assert [p.name for p in runs["dir"].glob("eval_results.txt*")] == ["eval_results.txt"]
+
+
+def test_mixed_precision_names_are_checked():
+  with pytest.raises(ValueError, match="'fp8' is not one of"):
+    training.set_mixed_precision("fp8")
+
+
+if __name__ == "__main__":
+  logging.set_verbosity(logging.INFO)
+  _records, _init, _output_dir, _steps = sys.argv[1:]
+  print(json.dumps(train_tiny(distribute.get_strategy("one_device"), _records, _init,
+                              _output_dir, int(_steps))))
