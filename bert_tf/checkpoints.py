@@ -203,8 +203,11 @@ def resolve(path: str) -> tuple[str, str]:
 
 def hf_config(path: str) -> BertConfig:
   """A Hugging Face BERT config.json as a BertConfig (hidden_act translated)."""
-  with open(path, encoding="utf-8") as f:
-    d = json.load(f)
+  try:
+    with open(path, encoding="utf-8") as f:
+      d = json.load(f)
+  except json.JSONDecodeError as e:
+    raise ValueError(f"{path}: not valid JSON ({e})") from e
   unsupported = {"model_type": (d.get("model_type", "bert"), "bert"),
                  "position_embedding_type": (d.get("position_embedding_type", "absolute"),
                                              "absolute"),

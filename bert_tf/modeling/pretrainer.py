@@ -129,6 +129,8 @@ def pretraining_loss(features: dict, outputs: dict, objective: str = "mlm",
   accuracy over non-pad targets, under the same names), and with `nsp` next_sentence_loss,
   next_sentence_accuracy.
   """
+  if objective not in OBJECTIVES:
+    raise ValueError(f"objective {objective!r} is not one of {OBJECTIVES}")
   if nsp != ("nsp_logits" in outputs):
     raise ValueError(f"nsp={nsp} but the model {'lacks' if nsp else 'has'} a next-sentence head")
   logits = tf.cast(outputs["mlm_logits"], tf.float32)
