@@ -31,16 +31,22 @@ def get_strategy(distribution_strategy: str = "auto",
                      f"{STRATEGIES}")
   if distribution_strategy == "auto":
     distribution_strategy = _auto(tpu)
-  logging.info("distribution strategy: %s", distribution_strategy)
-  if distribution_strategy == "tpu":
+  strategy = _build(distribution_strategy, tpu, tpu_zone, gcp_project, num_tpu_cores)
+  logging.info("distribution strategy: %s with %d replicas", distribution_strategy,
+               strategy.num_replicas_in_sync)
+  return strategy
+
+
+def _build(name: str, tpu, tpu_zone, gcp_project, num_tpu_cores) -> tf.distribute.Strategy:
+  if name == "tpu":
     return _tpu_strategy(tpu, tpu_zone, gcp_project, num_tpu_cores)
-  if distribution_strategy == "mirrored":
-    gpus = tf.config.list_logical_devices("GPU")
-    return tf.distribute.MirroredStrategy([d.name for d in gpus or
-                                           tf.config.list_logical_devices("CPU")])
-  if distribution_strategy == "multi_worker_mirrored":
+  if name == "multi_worker_mirrored":
+    # First: collectives must be configured before anything initialises the runtime.
     return tf.distribute.MultiWorkerMirroredStrategy()
   gpus = tf.config.list_logical_devices("GPU")
+  if name == "mirrored":
+    return tf.distribute.MirroredStrategy(
+        [d.name for d in gpus or tf.config.list_logical_devices("CPU")])
   return tf.distribute.OneDeviceStrategy(gpus[0].name if gpus else "/cpu:0")
 
 

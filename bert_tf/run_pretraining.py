@@ -165,9 +165,10 @@ def pretrain() -> None:
     raise ValueError("At least one of `do_train` or `do_eval` must be True.")
   config = BertConfig.from_json_file(FLAGS.bert_config_file)
   files = datasets.list_files(FLAGS.input_file)
+  # Before anything runs a TF op: multi-worker collectives must be set up at startup.
+  strategy = _strategy()
   check_records(files, schema.pretraining_features(FLAGS.max_seq_length,
                                                    FLAGS.max_predictions_per_seq))
-  strategy = _strategy()
   training.set_mixed_precision(FLAGS.mixed_precision)
   tf.io.gfile.makedirs(FLAGS.output_dir)
   if distribute.is_chief(strategy):

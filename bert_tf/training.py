@@ -316,13 +316,14 @@ def evaluate(strategy: tf.distribute.Strategy,
     num_batches += 1
   if not num_batches:
     raise ValueError("the evaluation data holds no complete batch")
-  results = dict(metrics.result(), global_step=int(global_step.numpy()))
-  logging.info("eval at global step %d over %d batches: %s", results["global_step"],
-               num_batches, results)
+  # Read once, by every worker: reading is an all-reduce across workers.
+  means = metrics.result()
+  step = int(global_step.numpy())
+  logging.info("eval at global step %d over %d batches: %s", step, num_batches, means)
   if distribute.is_chief(strategy):
-    _write_summaries(tf.summary.create_file_writer(os.path.join(output_dir, "eval")),
-                     results["global_step"], metrics.result())
-  return results
+    _write_summaries(tf.summary.create_file_writer(os.path.join(output_dir, "eval")), step,
+                     means)
+  return dict(means, global_step=step)
 
 
 def write_eval_results(path: str, results: dict) -> None:
