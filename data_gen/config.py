@@ -1,0 +1,62 @@
+"""The pretraining data job's settings: google-research/bert's flags, plus the masking split."""
+import dataclasses
+import json
+
+# Position embeddings of every released BERT: a longer sequence cannot be embedded.
+MAX_POSITIONS = 512
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainingDataConfig:
+  """What `create_pretraining_data` makes of the corpus; field names are the flags'.
+
+  mask_token_prob and random_token_prob split the chosen positions (the paper's Table 8
+  ablation): that share becomes [MASK], that share a random vocabulary token, the rest stay
+  unchanged. The defaults are the paper's 80/10/10.
+  """
+  max_seq_length: int = 128
+  max_predictions_per_seq: int = 20
+  random_seed: int = 12345
+  dupe_factor: int = 10
+  masked_lm_prob: float = 0.15
+  short_seq_prob: float = 0.1
+  do_whole_word_mask: bool = False
+  mask_token_prob: float = 0.8
+  random_token_prob: float = 0.1
+
+  def __post_init__(self):
+    """Raises ValueError naming the offending flag."""
+    # [CLS] A [SEP] B [SEP] with at least 2 tokens of A and B together.
+    if not 5 <= self.max_seq_length <= MAX_POSITIONS:
+      raise ValueError(f"--max_seq_length={self.max_seq_length}: must be in [5, {MAX_POSITIONS}] "
+                       f"(BERT has {MAX_POSITIONS} position embeddings)")
+    if self.random_seed < 0:
+      raise ValueError(f"--random_seed={self.random_seed}: must be >= 0")
+    if self.max_predictions_per_seq < 1:
+      raise ValueError(f"--max_predictions_per_seq={self.max_predictions_per_seq}: must be >= 1")
+    if self.dupe_factor < 1:
+      raise ValueError(f"--dupe_factor={self.dupe_factor}: must be >= 1")
+    if not 0 < self.masked_lm_prob <= 1:
+      raise ValueError(f"--masked_lm_prob={self.masked_lm_prob}: must be in (0, 1]")
+    if not 0 <= self.short_seq_prob <= 1:
+      raise ValueError(f"--short_seq_prob={self.short_seq_prob}: must be in [0, 1]")
+    for name in ("mask_token_prob", "random_token_prob"):
+      if not 0 <= getattr(self, name) <= 1:
+        raise ValueError(f"--{name}={getattr(self, name)}: must be in [0, 1]")
+    if self.mask_token_prob + self.random_token_prob > 1:
+      raise ValueError(f"--mask_token_prob={self.mask_token_prob} plus --random_token_prob="
+                       f"{self.random_token_prob} exceeds 1")
+
+  def to_dict(self) -> dict:
+    return dataclasses.asdict(self)
+
+  @classmethod
+  def from_dict(cls, d: dict) -> "PretrainingDataConfig":
+    return cls(**d)
+
+  def to_json(self) -> str:
+    return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+  @classmethod
+  def from_json(cls, text: str) -> "PretrainingDataConfig":
+    return cls.from_dict(json.loads(text))

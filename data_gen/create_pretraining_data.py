@@ -1,0 +1,90 @@
+"""Raw text -> masked LM / next sentence TFRecords: google-research/bert's script, on all cores.
+
+Same flags, defaults and record format as google-research/bert's create_pretraining_data.py,
+plus --num_workers, --num_output_shards and the masking split (--mask_token_prob,
+--random_token_prob). Streaming and deterministic; see data_gen/pipeline.py. Writes a stats
+file beside the output: out/pretrain.tfrecord -> out/pretrain.stats.json.
+
+  create_pretraining_data --input_file='corpus/*.txt' --output_file=out/pretrain.tfrecord \\
+    --vocab_file=vocab.txt --num_output_shards=8
+"""
+import os
+
+from absl import app
+from absl import flags
+
+# Only absl at the top: the spawned workers re-import this module, and TensorFlow (imported by
+# the tokenizer and the writer, in main) would cost each of them ~800 MB.
+
+flags.DEFINE_string("input_file", None,
+                    "Input raw text file (or comma-separated list of files, globs allowed).")
+flags.DEFINE_string("output_file", None,
+                    "Output TF example file (or comma-separated list of files).")
+flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")
+flags.DEFINE_bool("do_lower_case", True,
+                  "Whether to lower case the input text. Should be True for uncased models and "
+                  "False for cased models.")
+flags.DEFINE_bool("do_whole_word_mask", False,
+                  "Whether to use whole word masking rather than per-WordPiece masking.")
+flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.")
+flags.DEFINE_integer("max_predictions_per_seq", 20,
+                     "Maximum number of masked LM predictions per sequence.")
+flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation.")
+flags.DEFINE_integer("dupe_factor", 10,
+                     "Number of times to duplicate the input data (with different masks).")
+flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
+flags.DEFINE_float("short_seq_prob", 0.1,
+                   "Probability of creating sequences which are shorter than the maximum length.")
+flags.DEFINE_float("mask_token_prob", 0.8,
+                   "Share of the chosen tokens replaced by [MASK] (the paper's Table 8).")
+flags.DEFINE_float("random_token_prob", 0.1,
+                   "Share of the chosen tokens replaced by a random token; the rest stay "
+                   "unchanged.")
+flags.DEFINE_integer("num_workers", None, "Worker processes (default: all cores).")
+flags.DEFINE_integer("num_output_shards", None,
+                     "Write this many shards <output_file>-0000i-of-0000N (one --output_file), "
+                     "instances dealt round-robin; default: one per --output_file.")
+
+FLAGS = flags.FLAGS
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+  for name in ("input_file", "output_file", "vocab_file"):
+    if not getattr(FLAGS, name):
+      raise app.UsageError(f"--{name} is required")
+  # pylint: disable=g-import-not-at-top  (see the note above the flags)
+  from bert_tf.tokenization import FullTokenizer
+  from data_gen import pipeline
+  from data_gen.config import PretrainingDataConfig
+  from tfrecords import datasets
+  try:
+    config = PretrainingDataConfig(
+        max_seq_length=FLAGS.max_seq_length,
+        max_predictions_per_seq=FLAGS.max_predictions_per_seq,
+        random_seed=FLAGS.random_seed, dupe_factor=FLAGS.dupe_factor,
+        masked_lm_prob=FLAGS.masked_lm_prob, short_seq_prob=FLAGS.short_seq_prob,
+        do_whole_word_mask=FLAGS.do_whole_word_mask, mask_token_prob=FLAGS.mask_token_prob,
+        random_token_prob=FLAGS.random_token_prob)
+    input_files = datasets.list_files(FLAGS.input_file)
+    output_files = pipeline.shard_paths(
+        [p.strip() for p in FLAGS.output_file.split(",") if p.strip()], FLAGS.num_output_shards)
+    num_workers = FLAGS.num_workers or len(os.sched_getaffinity(0))
+    tokenizer = FullTokenizer(FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
+    stats = pipeline.create_pretraining_data(input_files, output_files, tokenizer, config,
+                                             num_workers)
+  except (ValueError, FileNotFoundError) as e:
+    raise app.UsageError(str(e)) from e
+  print(pipeline.summary(stats))
+  print(f"wrote {len(output_files)} shard(s): {output_files[0]}{' ...' if len(output_files) > 1 else ''}"
+        f"; stats: {pipeline.stats_path(output_files[0])}")
+
+
+def run():
+  """The `create_pretraining_data` console script."""
+  app.run(main)
+
+
+if __name__ == "__main__":
+  run()

@@ -1,0 +1,104 @@
+"""The corpus, streamed: text files -> documents -> chunks of documents -> wordpiece ids.
+
+Input format (google-research/bert's): one sentence per line, a blank line between documents.
+The end of a file also ends a document. Lines are stripped; whitespace-only lines are blank.
+
+Memory stays bounded whatever the corpus size: documents are grouped into chunks of about
+`chunk_chars` characters, and a document longer than that (a corpus without blank lines, say)
+is cut into pieces of that size, each then a document of its own.
+"""
+import dataclasses
+from typing import Iterable, Iterator
+
+import numpy as np
+import tensorflow as tf
+
+from data_gen.instances import TokenizedChunk
+
+# ~1 MB of text: ~250k wordpieces, ~2000 sequences of 128 per pass; a few hundred documents of
+# the usual size to draw "random next" sentences from.
+CHUNK_CHARS = 1 << 20
+# Invalid UTF-8 lines whose file and line number are kept for the report.
+MAX_REPORTED_LINES = 5
+
+
+@dataclasses.dataclass
+class ReadStats:
+  """What reading the corpus met: files, lines, and the lines that were not valid UTF-8
+  (decoded with U+FFFD replacements, never dropped; the first few as "file:line")."""
+  files: int = 0
+  lines: int = 0
+  invalid_utf8_lines: int = 0
+  invalid_utf8_examples: list[str] = dataclasses.field(default_factory=list)
+
+
+def read_documents(files: list[str], stats: ReadStats,
+                   max_document_chars: int = CHUNK_CHARS) -> Iterator[list[str]]:
+  """Yields each document of `files` in order, as its non-empty stripped lines.
+
+  Updates `stats` as it goes. Any path tf.io.gfile reads works (local, gs://, ...).
+  """
+  for path in files:
+    stats.files += 1
+    document, chars = [], 0
+    with tf.io.gfile.GFile(path, "rb") as f:
+      for line_number, raw in enumerate(f, start=1):
+        stats.lines += 1
+        try:
+          line = raw.decode("utf-8").strip()
+        except UnicodeDecodeError:
+          line = raw.decode("utf-8", errors="replace").strip()
+          stats.invalid_utf8_lines += 1
+          if len(stats.invalid_utf8_examples) < MAX_REPORTED_LINES:
+            stats.invalid_utf8_examples.append(f"{path}:{line_number}")
+        if line:
+          document.append(line)
+          chars += len(line)
+        if document and (not line or chars >= max_document_chars):
+          yield document
+          document, chars = [], 0
+    if document:
+      yield document
+
+
+def chunk_documents(documents: Iterable[list[str]],
+                    chunk_chars: int = CHUNK_CHARS) -> Iterator[list[list[str]]]:
+  """Groups consecutive documents into chunks of at least `chunk_chars` characters.
+
+  The last chunk is at least half that: a smaller tail joins the chunk before it, so that no
+  chunk is too small a window to draw random next sentences from.
+  """
+  pending, current, chars = None, [], 0
+  for document in documents:
+    current.append(document)
+    chars += sum(len(line) for line in document)
+    if chars >= chunk_chars:
+      if pending is not None:
+        yield pending
+      pending, current, chars = current, [], 0
+  if pending is not None and chars < chunk_chars // 2:
+    yield pending + current
+    return
+  if pending is not None:
+    yield pending
+  if current:
+    yield current
+
+
+def tokenize_chunk(tokenizer, documents: list[list[str]]) -> TokenizedChunk:
+  """Tokenizes a chunk in one batch (`tokenizer.tokenize_ids`, a `FullTokenizer`).
+
+  Sentences with no wordpieces (only control characters, say) are dropped, then documents
+  left with no sentence, as in the original.
+  """
+  sentences = [line for document in documents for line in document]
+  ids = tokenizer.tokenize_ids(sentences)
+  lengths = np.fromiter((len(x) for x in ids), np.int64, count=len(ids))
+  kept = lengths > 0
+  first_lines = np.cumsum([0] + [len(d) for d in documents[:-1]])
+  per_document = np.add.reduceat(kept.astype(np.int64), first_lines)
+  per_document = per_document[per_document > 0]
+  return TokenizedChunk(
+      token_ids=np.concatenate(ids).astype(np.int32),
+      sentence_starts=np.concatenate([[0], np.cumsum(lengths[kept])]),
+      document_starts=np.concatenate([[0], np.cumsum(per_document)]))

@@ -1,0 +1,193 @@
+"""The pretraining data job: corpus -> chunks -> worker processes -> record shards.
+
+The main process streams the corpus in chunks (`documents`), tokenizes each in one batch
+(tensorflow-text, about a million wordpieces a second: a small share of the work) and writes
+the shards. Worker processes pair, pack and mask the chunks (`instances.chunk_instances`,
+numpy only): they are spawned (TensorFlow is not fork-safe) and never import TensorFlow, which
+would cost each of them ~800 MB. At most two chunks per worker are in flight, so memory stays
+flat whatever the corpus size.
+
+Deterministic: a chunk's instances depend on (random_seed, chunk index, dupe pass) alone, and
+the main process deals them round-robin to the shards in chunk order, so the same corpus, seed
+and shard count give byte-identical shards whatever the number of workers. Every shard is
+written under a temporary name and renamed once complete; a re-run after a crash removes what
+a killed run left behind and rewrites everything, identically.
+"""
+import collections
+import concurrent.futures
+import contextlib
+import dataclasses
+import glob
+import json
+import multiprocessing
+import os
+import sys
+import time
+
+from data_gen import documents as documents_lib
+from data_gen import instances as instances_lib
+from data_gen.config import PretrainingDataConfig
+from data_gen.masking import VocabInfo
+from tfrecords import writer as writer_lib
+
+
+@dataclasses.dataclass
+class JobStats:
+  """The counts a run reports (and writes to its stats file)."""
+  documents: int = 0
+  sentences: int = 0
+  tokens: int = 0
+  instances: int = 0
+  instance_tokens: int = 0
+  masked_tokens: int = 0
+  random_next: int = 0
+  seconds: float = 0.0
+
+  def add(self, chunk: instances_lib.ChunkRecords) -> None:
+    self.instances += len(chunk.records)
+    self.instance_tokens += chunk.instance_tokens
+    self.masked_tokens += chunk.masked_tokens
+    self.random_next += chunk.random_next
+
+
+def shard_paths(output_files: list[str], num_output_shards: int | None) -> list[str]:
+  """The files to write: `output_files` as given (the original's round-robin over them), or
+  with num_output_shards > 1 and one output file, `<file>-00000-of-0000N` and so on."""
+  if num_output_shards is None or num_output_shards == len(output_files):
+    return list(output_files)
+  if num_output_shards < 1:
+    raise ValueError(f"--num_output_shards={num_output_shards}: must be >= 1")
+  if len(output_files) != 1:
+    raise ValueError(f"--num_output_shards={num_output_shards} with {len(output_files)} "
+                     "--output_file names: give one name, or as many as shards")
+  return [f"{output_files[0]}-{i:05d}-of-{num_output_shards:05d}"
+          for i in range(num_output_shards)]
+
+
+def stats_path(output_file: str) -> str:
+  """Where the stats of a run whose first --output_file is `output_file` go:
+  out/pretrain.tfrecord -> out/pretrain.stats.json (outside a `*.tfrecord*` glob)."""
+  return os.path.splitext(output_file)[0] + ".stats.json"
+
+
+def _remove_leftovers(paths: list[str]) -> None:
+  """Deletes the temporary files a killed run left beside `paths`."""
+  for path in paths:
+    for leftover in glob.glob(glob.escape(path) + ".tmp-*"):
+      os.remove(leftover)
+
+
+class _Progress:
+  """A line to stderr every `interval` seconds: documents and instances, totals and rates."""
+
+  def __init__(self, interval: float):
+    self.interval = interval
+    self.start = self.last = time.monotonic()
+
+  def update(self, stats: JobStats, force: bool = False) -> None:
+    now = time.monotonic()
+    if not force and now - self.last < self.interval:
+      return
+    self.last = now
+    elapsed = max(now - self.start, 1e-9)
+    print(f"create_pretraining_data: {stats.documents:,} documents ({stats.documents / elapsed:,.0f}"
+          f"/s), {stats.instances:,} instances ({stats.instances / elapsed:,.0f}/s), "
+          f"{elapsed:,.0f} s", file=sys.stderr, flush=True)
+
+
+def _write_json(path: str, value: dict) -> None:
+  tmp = f"{path}.tmp-{os.getpid()}"
+  with open(tmp, "w", encoding="utf-8") as f:
+    json.dump(value, f, indent=2)
+    f.write("\n")
+  os.replace(tmp, path)
+
+
+def create_pretraining_data(input_files: list[str],
+                            output_files: list[str],
+                            tokenizer,
+                            config: PretrainingDataConfig,
+                            num_workers: int,
+                            chunk_chars: int = documents_lib.CHUNK_CHARS,
+                            progress_seconds: float = 30.0) -> dict:
+  """Writes the pretraining records of `input_files` round-robin to `output_files`.
+
+  Args:
+    input_files: text files (see `data_gen.documents`), in order.
+    output_files: the shards, all written (see `shard_paths`).
+    tokenizer: a `bert_tf.tokenization.FullTokenizer`.
+    config: the job's settings.
+    num_workers: worker processes.
+    chunk_chars: the chunk size; part of what the output depends on (like the seed).
+    progress_seconds: how often a progress line goes to stderr.
+
+  Returns:
+    The stats, also written as JSON to `stats_path(output_files[0])`.
+
+  Raises:
+    ValueError: the corpus holds no document.
+  """
+  if num_workers < 1:
+    raise ValueError(f"--num_workers={num_workers}: must be >= 1")
+  vocab = VocabInfo.from_tokenizer(tokenizer)
+  read_stats, stats = documents_lib.ReadStats(), JobStats()
+  progress = _Progress(progress_seconds)
+  _remove_leftovers(output_files)
+
+  def write(chunk: instances_lib.ChunkRecords) -> None:
+    for i, record in enumerate(chunk.records, start=stats.instances):
+      shards[i % len(shards)].write(record)
+    stats.add(chunk)
+    progress.update(stats)
+
+  spawn = multiprocessing.get_context("spawn")
+  with concurrent.futures.ProcessPoolExecutor(num_workers, mp_context=spawn) as pool, \
+      contextlib.ExitStack() as stack:
+    shards = [stack.enter_context(writer_lib.AtomicRecordWriter(p)) for p in output_files]
+    in_flight = collections.deque()
+    corpus = documents_lib.read_documents(input_files, read_stats, chunk_chars)
+    for index, docs in enumerate(documents_lib.chunk_documents(corpus, chunk_chars)):
+      chunk = documents_lib.tokenize_chunk(tokenizer, docs)
+      stats.documents += chunk.num_documents
+      stats.sentences += chunk.num_sentences
+      stats.tokens += len(chunk.token_ids)
+      if chunk.num_documents:
+        in_flight.append(pool.submit(instances_lib.chunk_records, chunk, index, config, vocab))
+      if len(in_flight) >= 2 * num_workers:
+        write(in_flight.popleft().result())
+    while in_flight:
+      write(in_flight.popleft().result())
+    if not stats.documents:
+      raise ValueError(f"no text in {', '.join(input_files)}: the corpus is empty")
+  stats.seconds = time.monotonic() - progress.start
+  progress.update(stats, force=True)
+  result = {
+      **dataclasses.asdict(stats),
+      "instances_per_second": stats.instances / max(stats.seconds, 1e-9),
+      **dataclasses.asdict(read_stats),
+      "num_workers": num_workers,
+      "chunk_chars": chunk_chars,
+      "config": config.to_dict(),
+      "input_files": list(input_files),
+      "output_files": {s.path: s.count for s in shards},
+  }
+  _write_json(stats_path(output_files[0]), result)
+  return result
+
+
+def summary(stats: dict) -> str:
+  """The end-of-run report, a few lines."""
+  lines = [
+      f"documents {stats['documents']:,}  sentences {stats['sentences']:,}  "
+      f"tokens {stats['tokens']:,}  ({stats['files']} files, {stats['lines']:,} lines)",
+      f"instances {stats['instances']:,}  masked tokens {stats['masked_tokens']:,} "
+      f"({stats['masked_tokens'] / max(stats['instance_tokens'] - 3 * stats['instances'], 1):.1%}"
+      " of the tokens of A and B)  "
+      f"random next {stats['random_next'] / max(stats['instances'], 1):.1%}",
+      f"{stats['seconds']:.1f} s, {stats['instances_per_second']:,.0f} instances/s, "
+      f"{stats['num_workers']} workers, {len(stats['output_files'])} shards",
+  ]
+  if stats["invalid_utf8_lines"]:
+    lines.append(f"WARNING: {stats['invalid_utf8_lines']:,} lines were not valid UTF-8 (decoded "
+                 f"with U+FFFD replacements), first at {', '.join(stats['invalid_utf8_examples'])}")
+  return "\n".join(lines)
