@@ -1,0 +1,91 @@
+"""run_pretraining end to end, as a user runs it: outputs, --init_checkpoint, and bad input."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from test_training import CONFIG, PREDS, SEQ, checkpoint_steps, write_pretraining_records
+
+ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+
+
+def run_pretraining(*args: str) -> subprocess.CompletedProcess:
+  return subprocess.run([sys.executable, "-m", "bert_tf.run_pretraining", *args],
+                        capture_output=True, text=True, timeout=300, env=ENV)
+
+
+def read_results(path) -> dict[str, float]:
+  return {k: float(v) for k, v in (line.split(" = ") for line in
+                                   open(path, encoding="utf-8").read().splitlines())}
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+  d = tmp_path_factory.mktemp("pretraining")
+  records = write_pretraining_records(str(d / "data.tfrecord"), 48)
+  config_file = str(d / "bert_config.json")
+  CONFIG.to_json_file(config_file)
+  common = [f"--bert_config_file={config_file}", f"--input_file={records}",
+            f"--max_seq_length={SEQ}", f"--max_predictions_per_seq={PREDS}",
+            "--train_batch_size=8", "--eval_batch_size=8", "--max_eval_steps=3",
+            "--num_train_steps=4", "--num_warmup_steps=1", "--iterations_per_loop=2",
+            "--save_checkpoints_steps=2"]
+  trained = d / "trained"
+  out = run_pretraining(*common, f"--output_dir={trained}", "--do_train", "--do_eval")
+  assert out.returncode == 0, out.stderr[-3000:]
+  return dict(dir=d, common=common, trained=trained, log=out.stderr)
+
+
+def test_trains_checkpoints_summarizes_and_evaluates(setup):
+  trained = setup["trained"]
+  assert checkpoint_steps(trained) == [2, 4]
+  assert "step 4/4 | loss " in setup["log"] and "examples/s" in setup["log"]
+  assert list(trained.glob("events.out.tfevents.*")) and list(
+      (trained / "eval").glob("events.out.tfevents.*"))
+  assert json.loads((trained / "bert_config.json").read_text()) == CONFIG.to_dict()
+  results = read_results(trained / "eval_results.txt")
+  assert sorted(results) == ["global_step", "loss", "masked_lm_accuracy", "masked_lm_loss",
+                             "next_sentence_accuracy", "next_sentence_loss"]
+  assert results["global_step"] == 4
+  assert results["loss"] == pytest.approx(results["masked_lm_loss"] +
+                                          results["next_sentence_loss"], rel=1e-5)
+
+
+def test_eval_only_from_init_checkpoint_reproduces_the_trained_results(setup):
+  output_dir = setup["dir"] / "eval_only"
+  out = run_pretraining(*setup["common"], f"--output_dir={output_dir}", "--do_eval",
+                        f"--init_checkpoint={setup['trained'] / 'ckpt-4'}")
+  assert out.returncode == 0, out.stderr[-3000:]
+  results = read_results(output_dir / "eval_results.txt")
+  trained = read_results(setup["trained"] / "eval_results.txt")
+  assert results["global_step"] == 0  # Nothing trained here: the weights came from ckpt-4.
+  for key in ("loss", "masked_lm_accuracy", "next_sentence_loss"):
+    assert results[key] == pytest.approx(trained[key], rel=1e-5), key
+
+
+@pytest.mark.parametrize("flags, messages", [
+    (["--input_file={dir}/missing-*.tfrecord"], ["no file matches '{dir}/missing-*.tfrecord'"]),
+    (["--max_seq_length=64"],
+     ["{dir}/data.tfrecord: feature 'input_ids' has length 32 in the records, but "
+      "--max_seq_length=64"]),
+    # A checkpoint of another model size must not load (the loader's error, surfaced).
+    (["--bert_config_file={dir}/wide.json", "--do_eval",
+      "--init_checkpoint={dir}/trained/ckpt-4"], ["ckpt-4: does not match the model"]),
+    (["--learning_rate=1e30", "--num_warmup_steps=0"],
+     ["the loss is nan at global step 2 ", "The last good checkpoint is none"]),
+])
+def test_bad_input_exits_nonzero_with_a_clear_message(setup, flags, messages):
+  d = setup["dir"]
+  wide = dict(CONFIG.to_dict(), hidden_size=48, intermediate_size=96)
+  (d / "wide.json").write_text(json.dumps(wide))
+  flags = [f.format(dir=d) for f in flags]
+  do = [] if "--do_eval" in flags else ["--do_train"]
+  out = run_pretraining(*setup["common"], *flags, *do, f"--output_dir={d / 'bad'}")
+  assert out.returncode == 1
+  # One line says what is wrong (TensorFlow may log more after it, at exit).
+  errors = [l for l in out.stderr.splitlines() if l.startswith("run_pretraining: error: ")]
+  assert len(errors) == 1, out.stderr[-3000:]
+  for message in messages:
+    assert message.format(dir=d) in errors[0], errors[0]
