@@ -9,12 +9,15 @@ file beside the output: out/pretrain.tfrecord -> out/pretrain.stats.json.
     --vocab_file=vocab.txt --num_output_shards=8
 """
 import os
+import sys
 
 from absl import app
 from absl import flags
 
-# Only absl at the top: the spawned workers re-import this module, and TensorFlow (imported by
-# the tokenizer and the writer, in main) would cost each of them ~800 MB.
+from data_gen.config import PretrainingDataConfig
+
+# No TensorFlow at the top: the spawned workers re-import this module, and TensorFlow (imported
+# by the tokenizer and the writer, in main) would cost each of them ~800 MB.
 
 flags.DEFINE_string("input_file", None,
                     "Input raw text file (or comma-separated list of files, globs allowed).")
@@ -48,25 +51,24 @@ flags.DEFINE_integer("num_output_shards", None,
 FLAGS = flags.FLAGS
 
 
+def _config() -> PretrainingDataConfig:
+  return PretrainingDataConfig(
+      max_seq_length=FLAGS.max_seq_length, max_predictions_per_seq=FLAGS.max_predictions_per_seq,
+      random_seed=FLAGS.random_seed, dupe_factor=FLAGS.dupe_factor,
+      masked_lm_prob=FLAGS.masked_lm_prob, short_seq_prob=FLAGS.short_seq_prob,
+      do_whole_word_mask=FLAGS.do_whole_word_mask, mask_token_prob=FLAGS.mask_token_prob,
+      random_token_prob=FLAGS.random_token_prob)
+
+
 def main(argv):
   if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-  for name in ("input_file", "output_file", "vocab_file"):
-    if not getattr(FLAGS, name):
-      raise app.UsageError(f"--{name} is required")
-  # pylint: disable=g-import-not-at-top  (see the note above the flags)
-  from bert_tf.tokenization import FullTokenizer
-  from data_gen import pipeline
-  from data_gen.config import PretrainingDataConfig
-  from tfrecords import datasets
+    sys.exit(f"create_pretraining_data: error: unexpected arguments {' '.join(argv[1:])}")
   try:
-    config = PretrainingDataConfig(
-        max_seq_length=FLAGS.max_seq_length,
-        max_predictions_per_seq=FLAGS.max_predictions_per_seq,
-        random_seed=FLAGS.random_seed, dupe_factor=FLAGS.dupe_factor,
-        masked_lm_prob=FLAGS.masked_lm_prob, short_seq_prob=FLAGS.short_seq_prob,
-        do_whole_word_mask=FLAGS.do_whole_word_mask, mask_token_prob=FLAGS.mask_token_prob,
-        random_token_prob=FLAGS.random_token_prob)
+    config = _config()  # bad settings fail here, before TensorFlow loads
+    # pylint: disable=g-import-not-at-top  (see the note above the flags)
+    from bert_tf.tokenization import FullTokenizer
+    from data_gen import pipeline
+    from tfrecords import datasets
     input_files = datasets.list_files(FLAGS.input_file)
     output_files = pipeline.shard_paths(
         [p.strip() for p in FLAGS.output_file.split(",") if p.strip()], FLAGS.num_output_shards)
@@ -75,14 +77,16 @@ def main(argv):
     stats = pipeline.create_pretraining_data(input_files, output_files, tokenizer, config,
                                              num_workers)
   except (ValueError, FileNotFoundError) as e:
-    raise app.UsageError(str(e)) from e
+    sys.exit(f"create_pretraining_data: error: {e}")
   print(pipeline.summary(stats))
-  print(f"wrote {len(output_files)} shard(s): {output_files[0]}{' ...' if len(output_files) > 1 else ''}"
-        f"; stats: {pipeline.stats_path(output_files[0])}")
+  print(f"wrote {len(output_files)} shard(s) ({output_files[0]}"
+        f"{', ...' if len(output_files) > 1 else ''}); stats in "
+        f"{pipeline.stats_path(output_files[0])}")
 
 
 def run():
   """The `create_pretraining_data` console script."""
+  flags.mark_flags_as_required(["input_file", "output_file", "vocab_file"])
   app.run(main)
 
 

