@@ -14,6 +14,7 @@ Two differences from the original, both the Model Garden's: Adam's moments are b
 tempers), and the gradient is clipped AFTER the all-reduce across replicas (the original clipped
 each TPU core's gradient before summing), so N replicas update exactly as one device would.
 """
+from absl import logging
 import tf_keras
 from official.modeling.optimization import lamb
 from official.modeling.optimization import legacy_adamw
@@ -38,9 +39,12 @@ def learning_rate_schedule(learning_rate: float, num_train_steps: int,
   """
   if num_train_steps <= 0:
     raise ValueError(f"num_train_steps must be positive, got {num_train_steps}")
-  if not 0 <= num_warmup_steps <= num_train_steps:
-    raise ValueError(f"num_warmup_steps must be in [0, num_train_steps={num_train_steps}], "
-                     f"got {num_warmup_steps}")
+  if num_warmup_steps < 0:
+    raise ValueError(f"num_warmup_steps must be >= 0, got {num_warmup_steps}")
+  if num_warmup_steps > num_train_steps:
+    # Allowed, as in the original: the rate then only ever warms up.
+    logging.warning("num_warmup_steps %d > num_train_steps %d: the learning rate never "
+                    "reaches its peak", num_warmup_steps, num_train_steps)
   schedule = tf_keras.optimizers.schedules.PolynomialDecay(
       initial_learning_rate=learning_rate, decay_steps=num_train_steps,
       end_learning_rate=end_learning_rate, power=1.0)

@@ -158,6 +158,19 @@ def _evaluate(strategy, config: BertConfig, loss_fn, files: list[str]) -> None:
                  "\n".join(f"  {k} = {v}" for k, v in sorted(results.items())))
 
 
+def _write_config(config: BertConfig, output_dir: str) -> None:
+  """bert_config.json beside the checkpoints, so that they load as an --init_checkpoint
+  elsewhere. Refuses to replace another config that checkpoints were written with."""
+  path = os.path.join(output_dir, "bert_config.json")
+  if tf.train.latest_checkpoint(output_dir) and tf.io.gfile.exists(path):
+    if BertConfig.from_json_file(path) != config:
+      raise ValueError(f"{path}: the checkpoints in --output_dir were made with this config, "
+                       f"which differs from --bert_config_file {FLAGS.bert_config_file}")
+    return
+  config.to_json_file(f"{path}.tmp-{os.getpid()}")
+  tf.io.gfile.rename(f"{path}.tmp-{os.getpid()}", path, overwrite=True)
+
+
 def pretrain() -> None:
   """Runs what the flags ask for; raises ValueError / FileNotFoundError / FloatingPointError
   with a message for the user."""
@@ -172,10 +185,7 @@ def pretrain() -> None:
   training.set_mixed_precision(FLAGS.mixed_precision)
   tf.io.gfile.makedirs(FLAGS.output_dir)
   if distribute.is_chief(strategy):
-    # Beside the checkpoints, so that they load as an --init_checkpoint elsewhere.
-    path = os.path.join(FLAGS.output_dir, "bert_config.json")
-    config.to_json_file(f"{path}.tmp-{os.getpid()}")
-    tf.io.gfile.rename(f"{path}.tmp-{os.getpid()}", path, overwrite=True)
+    _write_config(config, FLAGS.output_dir)
   loss_fn = functools.partial(pretrainer.pretraining_loss, objective=FLAGS.objective,
                               nsp=FLAGS.nsp)
   if FLAGS.do_train:

@@ -146,7 +146,11 @@ def _restore(checkpoint: tf.train.Checkpoint, output_dir: str, model: tf_keras.M
   latest = tf.train.latest_checkpoint(output_dir)
   if latest:
     logging.info("restoring %s", latest)
-    checkpoint.restore(latest).assert_existing_objects_matched()
+    try:
+      checkpoint.restore(latest).assert_existing_objects_matched()
+    except (AssertionError, ValueError, tf.errors.OpError) as e:
+      raise ValueError(f"{latest}: the checkpoint to resume from does not match the model "
+                       f"(another config in the same output_dir?): {e}") from e
   elif init_fn is not None:
     init_fn(model)
   return latest

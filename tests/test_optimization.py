@@ -20,7 +20,7 @@ def test_schedule_warms_up_linearly_then_decays_to_zero_as_the_original():
 
 def test_schedule_rejects_bad_step_counts():
   with pytest.raises(ValueError, match="num_warmup_steps"):
-    optimization.learning_rate_schedule(LR, num_train_steps=10, num_warmup_steps=11)
+    optimization.learning_rate_schedule(LR, num_train_steps=10, num_warmup_steps=-1)
   with pytest.raises(ValueError, match="num_train_steps"):
     optimization.learning_rate_schedule(LR, num_train_steps=0, num_warmup_steps=0)
 

@@ -73,6 +73,10 @@ def test_eval_only_from_init_checkpoint_reproduces_the_trained_results(setup):
     # A checkpoint of another model size must not load (the loader's error, surfaced).
     (["--bert_config_file={dir}/wide.json", "--do_eval",
       "--init_checkpoint={dir}/trained/ckpt-4"], ["ckpt-4: does not match the model"]),
+    # Resuming checkpoints of one config with another: refused before anything is written.
+    (["--bert_config_file={dir}/wide.json", "--output_dir={dir}/trained"],
+     ["trained/bert_config.json: the checkpoints in --output_dir were made with this config, "
+      "which differs from --bert_config_file {dir}/wide.json"]),
     (["--learning_rate=1e30", "--num_warmup_steps=0"],
      ["the loss is nan at global step 2 ", "The last good checkpoint is none"]),
 ])
@@ -82,10 +86,12 @@ def test_bad_input_exits_nonzero_with_a_clear_message(setup, flags, messages):
   (d / "wide.json").write_text(json.dumps(wide))
   flags = [f.format(dir=d) for f in flags]
   do = [] if "--do_eval" in flags else ["--do_train"]
-  out = run_pretraining(*setup["common"], *flags, *do, f"--output_dir={d / 'bad'}")
+  # Later flags win: those of the case override the common ones.
+  out = run_pretraining(*setup["common"], f"--output_dir={d / 'bad'}", *flags, *do)
   assert out.returncode == 1
   # One line says what is wrong (TensorFlow may log more after it, at exit).
   errors = [l for l in out.stderr.splitlines() if l.startswith("run_pretraining: error: ")]
   assert len(errors) == 1, out.stderr[-3000:]
   for message in messages:
     assert message.format(dir=d) in errors[0], errors[0]
+  assert json.loads((d / "trained" / "bert_config.json").read_text()) == CONFIG.to_dict()
