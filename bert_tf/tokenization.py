@@ -12,6 +12,7 @@ step to match the reference character for character. The character classes are c
 Python's `unicodedata`, the very tables the reference consults, so they agree on every code
 point; where TensorFlow's ICU lower-cases differently from Python, `_LOWER_FIXES` says so.
 """
+import collections
 import functools
 import unicodedata
 
@@ -42,62 +43,77 @@ _LOWER_FIXES = (
 )
 
 
-def _is_cjk(cp: int) -> bool:
-  """The reference's "Chinese character": the CJK Unified Ideographs blocks (not kana or
-  Hangul, which are space-separated scripts)."""
-  return (0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0x20000 <= cp <= 0x2A6DF or
-          0x2A700 <= cp <= 0x2B73F or 0x2B740 <= cp <= 0x2B81F or 0x2B820 <= cp <= 0x2CEAF or
-          0xF900 <= cp <= 0xFAFF or 0x2F800 <= cp <= 0x2FA1F)
+# The reference's "Chinese characters": the CJK Unified Ideographs blocks, assigned or not
+# (kana and Hangul are space-separated scripts and not among them).
+_CJK_RANGES = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F),
+               (0x2B740, 0x2B81F), (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))
+# The reference's punctuation besides Unicode's P*: all non-alphanumeric ASCII ("$", "^", "`"
+# are symbols to Unicode).
+_ASCII_PUNCTUATION = ((33, 47), (58, 64), (91, 96), (123, 126))
 
 
-def _is_punctuation(cp: int) -> bool:
-  """The reference's punctuation: every non-alphanumeric ASCII character ("$", "^", "`" are
-  symbols to Unicode) and Unicode's P* categories."""
-  return (33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126 or
-          unicodedata.category(chr(cp)).startswith("P"))
+def _bracket(ranges) -> str:
+  """An RE2 bracket expression for inclusive code point ranges [(first, last), ...]."""
+  return "[" + "".join(f"\\x{{{lo:X}}}" if lo == hi else f"\\x{{{lo:X}}}-\\x{{{hi:X}}}"
+                       for lo, hi in ranges) + "]"
 
 
-def _is_dropped(cp: int) -> bool:
-  """What the reference's _clean_text deletes: NUL, U+FFFD and control characters (Cc, Cf)
-  other than tab, newline and carriage return."""
-  return (cp == 0 or cp == 0xFFFD or
-          (chr(cp) not in "\t\n\r" and unicodedata.category(chr(cp)) in ("Cc", "Cf")))
-
-
-def _is_space(cp: int) -> bool:
-  """A word separator for the reference: _clean_text's whitespace (Zs, \\t \\n \\r), and what
-  else Python's `str.split()` splits on that _clean_text keeps (U+2028, U+2029)."""
-  char = chr(cp)
-  return not _is_dropped(cp) and (
-      char in "\t\n\r" or unicodedata.category(char) == "Zs" or char.isspace())
-
-
-def _char_class(predicate) -> str:
-  """An RE2 bracket expression matching exactly the code points where `predicate` holds."""
+def _ranges(code_points: list[int]) -> list[tuple[int, int]]:
+  """Sorted code points -> maximal inclusive ranges."""
   ranges = []
-  for cp in range(0x110000):
-    if 0xD800 <= cp <= 0xDFFF or not predicate(cp):
-      continue
+  for cp in code_points:
     if ranges and ranges[-1][1] == cp - 1:
       ranges[-1][1] = cp
     else:
       ranges.append([cp, cp])
-  body = "".join(f"\\x{{{lo:X}}}" if lo == hi else f"\\x{{{lo:X}}}-\\x{{{hi:X}}}"
-                 for lo, hi in ranges)
-  return f"[{body}]"
+  return [tuple(r) for r in ranges]
+
+
+def _classify(char: str, category: str) -> str | None:
+  """Which of the reference's character classes `char` (an assigned character) is in."""
+  if char in "\t\n\r":
+    return "space"
+  if char == "\ufffd" or category in ("Cc", "Cf"):
+    return "dropped"  # By _clean_text, NUL included.
+  if category == "Zs" or char.isspace():
+    # _clean_text's whitespace, and what else `str.split()` splits on (U+2028, U+2029).
+    return "space"
+  if category.startswith("P") or any(lo <= ord(char) <= hi for lo, hi in _ASCII_PUNCTUATION):
+    return "punctuation"
+  if category == "Mn":
+    return "nonspacing_mark"  # Stripped as accents after NFD.
+  return None
+
+
+def _sigma_context(char: str) -> str | None:
+  """How Python's `str.lower` sees `char` around a capital sigma, asked of `str.lower` itself:
+  "cased" (a sigma after it, with nothing after that, is final) or "case_ignorable" (skipped
+  when looking for such a neighbour)."""
+  if (char + "\u03a3").lower().endswith("\u03c2"):
+    return "cased"
+  if ("\u0391\u03a3" + char + "\u0392").lower()[1] == "\u03c3":
+    return "case_ignorable"
+  return None
 
 
 @functools.cache
 def _char_classes() -> dict[str, str]:
-  """The regexes of the reference's character classes; built once (~1 s), on first use."""
-  return {
-      "dropped": _char_class(_is_dropped),
-      "space": _char_class(_is_space),
-      "cjk_or_punctuation": _char_class(lambda cp: _is_cjk(cp) or _is_punctuation(cp)),
-      "nonspacing_mark": _char_class(lambda cp: unicodedata.category(chr(cp)) == "Mn"),
-      "lower_fixes": "[" + "".join(f"\\x{{{lo:X}}}-\\x{{{hi:X}}}"
-                                   for lo, hi, _ in _LOWER_FIXES) + "]",
-  }
+  """The reference's character classes as RE2 bracket expressions, from Python's own
+  `unicodedata` and `str.lower`; computed once per process (~1 s)."""
+  members = collections.defaultdict(list)
+  for cp in range(0x110000):
+    char = chr(cp)
+    category = unicodedata.category(char)
+    if category in ("Cn", "Co", "Cs"):  # Unassigned, private use, surrogates: in no class.
+      continue
+    for name in (_classify(char, category), _sigma_context(char)):
+      if name:
+        members[name].append(cp)
+  classes = {name: _bracket(_ranges(cps)) for name, cps in members.items()}
+  classes["cjk_or_punctuation"] = _bracket(
+      sorted(_CJK_RANGES + tuple(_ranges(members["punctuation"]))))
+  classes["lower_fixes"] = _bracket([(lo, hi) for lo, hi, _ in _LOWER_FIXES])
+  return classes
 
 
 def _fix_lower_case(texts: tf.Tensor) -> tf.Tensor:
@@ -109,15 +125,35 @@ def _fix_lower_case(texts: tf.Tensor) -> tf.Tensor:
   return tf.strings.unicode_encode(chars.with_flat_values(cps), "UTF-8")
 
 
+def _lower_capital_sigma(texts: tf.Tensor) -> tf.Tensor:
+  """Python's final-sigma rule: capital sigma becomes final "ς" after a cased letter unless
+  a cased letter follows (case-ignorables, like apostrophes and accents, skipped), else "σ".
+
+  ICU knows the rule too, but not the letters Unicode added after its version.
+  """
+  classes = _char_classes()
+  cased, ignorable = classes["cased"], classes["case_ignorable"]
+  followed = f"\u03a3({ignorable}*{cased})"
+  # A match consumes the letter after the sigma, which may be a sigma itself: a second pass
+  # reaches those (each is now preceded by a lower-cased sigma, so never consumed again).
+  texts = tf.strings.regex_replace(texts, followed, "\u03c3\\1")
+  texts = tf.strings.regex_replace(texts, followed, "\u03c3\\1")
+  texts = tf.strings.regex_replace(texts, f"({cased}{ignorable}*)\u03a3", "\\1\u03c2")
+  return tf.strings.regex_replace(texts, "\u03a3", "\u03c3")
+
+
 def lower_case(texts: tf.Tensor) -> tf.Tensor:
   """Python's `str.lower` as TF ops: [batch] tf.string -> [batch] tf.string.
 
-  ASCII goes first, locale-free, because ICU lower-cases with the process's default locale,
-  where Turkish or Azeri would turn "I" into dotless "ı". ICU then does the rest, Greek final
-  sigma included; the few code points it does not know yet are fixed up in the rare batches
-  that hold one.
+  ICU lower-cases with the process's default locale, where Turkish or Azeri would turn "I"
+  into dotless "ı", so ASCII goes first, locale-free, and capital sigma, whose context rule
+  needs Python's view of which letters are cased. ICU then does the rest; the few code
+  points it does not know yet are fixed up in the rare batches that hold one. (Under a
+  Turkish or Lithuanian locale, ICU still adds or drops a combining dot above on "i", which
+  the uncased pipeline strips right after, as an accent.)
   """
-  texts = tf.strings.lower(tf.strings.lower(texts), encoding="utf-8")
+  texts = _lower_capital_sigma(tf.strings.lower(texts))
+  texts = tf.strings.lower(texts, encoding="utf-8")
   has_unknown = tf.strings.regex_full_match(texts, f"(?s).*{_char_classes()['lower_fixes']}.*")
   return tf.cond(tf.reduce_any(has_unknown), lambda: _fix_lower_case(texts), lambda: texts)
 
@@ -152,9 +188,13 @@ def load_vocab(vocab_file: str) -> dict[str, int]:
   vocab = {}
   try:
     with tf.io.gfile.GFile(vocab_file, "r") as f:
-      lines = f.read().splitlines()
+      # Only "\n" ends a line, as for the reference's readline(): str.splitlines() would also
+      # split at U+2028 and friends.
+      lines = f.read().split("\n")
   except tf.errors.NotFoundError as e:
     raise FileNotFoundError(f"vocab file {vocab_file} not found") from e
+  if lines[-1] == "":
+    lines.pop()  # The final newline.
   for line_number, line in enumerate(lines, start=1):
     token = line.strip()
     if not token:
