@@ -179,10 +179,9 @@ def _learning_rate(optimizer) -> float:
   return float(schedule(optimizer.iterations) if callable(schedule) else schedule)
 
 
-def _log_progress(step: int, num_train_steps: int, results: dict, examples_per_s: float):
+def _log_progress(step: int, num_train_steps: int, results: dict):
   shown = " | ".join(f"{k} {v:.4g}" for k, v in results.items())
-  logging.info("step %d/%d | %s | %.1f examples/s", step, num_train_steps, shown,
-               examples_per_s)
+  logging.info("step %d/%d | %s", step, num_train_steps, shown)
 
 
 def _write_summaries(writer, step: int, results: dict) -> None:
@@ -222,7 +221,8 @@ def train(strategy: tf.distribute.Strategy,
     jit_compile: compile the forward and backward pass with XLA.
 
   Returns:
-    The last loop's mean loss and metrics, and `global_step`.
+    The last loop's mean loss and metrics, learning_rate, examples_per_second (the first
+    loop's includes tracing and compiling), and `global_step`.
 
   Raises:
     FloatingPointError: the loss or the weights became NaN or infinite; nothing was saved
@@ -254,12 +254,13 @@ def train(strategy: tf.distribute.Strategy,
     start = time.time()
     loop(iterator, tf.constant(num_steps))
     step = int(optimizer.iterations.numpy())
-    examples_per_s = float(metrics.examples.result()) / (time.time() - start)
-    results = dict(metrics.result(), learning_rate=_learning_rate(optimizer))
+    examples_per_second = float(metrics.examples.result()) / (time.time() - start)
+    results = dict(metrics.result(), learning_rate=_learning_rate(optimizer),
+                   examples_per_second=examples_per_second)
     metrics.reset()
     _check_finite(results["loss"], model, step, saver)
-    _log_progress(step, num_train_steps, results, examples_per_s)
-    _write_summaries(writer, step, dict(results, examples_per_second=examples_per_s))
+    _log_progress(step, num_train_steps, results)
+    _write_summaries(writer, step, results)
     if step % save_checkpoints_steps == 0 or step == num_train_steps:
       logging.info("saved %s", saver.save(step))
   return dict(results, global_step=step)

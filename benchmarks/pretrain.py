@@ -1,0 +1,181 @@
+"""Pretraining throughput: our BertPretrainer against the Model Garden's BertPretrainerV2.
+
+Both models train through the same loop (`bert_tf.training.train`), on the same records, batch,
+optimizer, loss, precision and XLA setting; the Model Garden side is `BertPretrainerV2` over
+`networks.BertEncoderV2` with a next-sentence `ClassificationHead`. Prints sequences/s for each
+and the model FLOPs utilisation (MFU): analytic training FLOPs per second over the matmul peak
+measured in this run (a large tf.matmul in the compute dtype).
+
+  python benchmarks/pretrain.py --preset=small_bert_L4_H256 --batch_size=32 --steps=20
+  python benchmarks/pretrain.py --preset=bert_base --mixed_precision=bf16 --jit_compile  # GPU
+
+Without --input_file the records are random token ids (throughput does not depend on them).
+"""
+import os
+import tempfile
+import time
+
+from absl import app
+from absl import flags
+from absl import logging
+import numpy as np
+import tensorflow as tf
+import tf_keras
+from official.nlp.modeling import layers as tfm_layers
+from official.nlp.modeling import models as tfm_models
+from official.nlp.modeling import networks as tfm_networks
+
+from bert_tf import configs, distribute, optimization, training
+from bert_tf.modeling import encoder as encoder_lib
+from bert_tf.modeling import pretrainer
+from tfrecords import datasets, schema, writer
+
+flags.DEFINE_string("preset", "small_bert_L4_H256", "A bert_tf.configs preset.")
+flags.DEFINE_string("bert_config_file", None, "A bert_config.json (instead of --preset).")
+flags.DEFINE_string("input_file", None, "Pretraining records; random ones when unset.")
+flags.DEFINE_integer("batch_size", 32, "Global batch size.")
+flags.DEFINE_integer("max_seq_length", 128, "Sequence length.")
+flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per sequence.")
+flags.DEFINE_integer("steps", 20, "Timed steps per model (after as many untimed ones).")
+flags.DEFINE_enum("mixed_precision", "none", list(training.PRECISIONS), "Compute dtype.")
+flags.DEFINE_bool("jit_compile", False, "XLA-compile the forward and backward pass.")
+flags.DEFINE_enum("distribution_strategy", "auto", list(distribute.STRATEGIES), "Strategy.")
+flags.DEFINE_integer("matmul_size", 4096, "Side of the square matmul that measures the peak.")
+FLAGS = flags.FLAGS
+
+
+def matmul_peak(n: int, dtype: tf.DType, seconds: float = 2.0) -> float:
+  """Achievable FLOP/s: 2 n^3 per [n, n] x [n, n] matmul, repeated for about `seconds`."""
+  a = tf.random.normal([n, n], dtype=tf.float32)
+  a = tf.cast(a, dtype)
+
+  @tf.function
+  def chain(x, k):
+    for _ in tf.range(k):
+      x = tf.matmul(x, a) * tf.cast(1.0 / n, dtype)  # rescaled: values stay finite
+    return x
+
+  chain(a, tf.constant(2)).numpy()
+  k = 4
+  while True:
+    start = time.perf_counter()
+    chain(a, tf.constant(k)).numpy()
+    elapsed = time.perf_counter() - start
+    if elapsed > seconds / 4 or k >= 1 << 14:
+      return 2 * n ** 3 * k / elapsed
+    k *= 4
+
+
+def training_flops_per_sequence(config: configs.BertConfig, seq: int, preds: int) -> float:
+  """Matmul FLOPs of one training sequence: 3x the forward (the backward pass is 2x).
+
+  Per layer: Q, K, V, output projections 4 * 2SH^2; feed-forward 2 * 2SHI; attention scores and
+  weighted values 2 * 2S^2H. The masked-LM head: a dense 2PH^2 and the vocabulary 2PHV. The
+  pooler and next-sentence head (2H^2 + 4H) are counted; embedding lookups are not matmuls.
+  """
+  h, i, v = config.hidden_size, config.intermediate_size, config.vocab_size
+  layer = 8 * seq * h * h + 4 * seq * h * i + 4 * seq * seq * h
+  heads = 2 * preds * h * h + 2 * preds * h * v + 2 * h * h + 4 * h
+  return 3.0 * (config.num_hidden_layers * layer + heads)
+
+
+def random_records(directory: str, config: configs.BertConfig, num_records: int) -> str:
+  rng = np.random.default_rng(0)
+  seq, preds = FLAGS.max_seq_length, FLAGS.max_predictions_per_seq
+  rows = [dict(input_ids=rng.integers(1000, config.vocab_size, seq), input_mask=np.ones(seq),
+               segment_ids=np.repeat([0, 1], [seq // 2, seq - seq // 2]),
+               masked_lm_positions=np.sort(rng.choice(np.arange(1, seq), preds, replace=False)),
+               masked_lm_ids=rng.integers(1000, config.vocab_size, preds),
+               masked_lm_weights=np.ones(preds), next_sentence_labels=[rng.integers(0, 2)])
+          for _ in range(num_records)]
+  path = os.path.join(directory, "random.tfrecord")
+  writer.write_records(path, schema.pretraining_features(seq, preds), rows)
+  return path
+
+
+class ModelGardenPretrainer(tf_keras.Model):
+  """BertPretrainerV2 over BertEncoderV2, outputs renamed to our loss's names."""
+
+  def __init__(self, config: configs.BertConfig):
+    super().__init__()
+    init = encoder_lib.initializer(config)
+    encoder = tfm_networks.BertEncoderV2(
+        vocab_size=config.vocab_size, hidden_size=config.hidden_size,
+        num_layers=config.num_hidden_layers, num_attention_heads=config.num_attention_heads,
+        max_sequence_length=config.max_position_embeddings,
+        type_vocab_size=config.type_vocab_size, inner_dim=config.intermediate_size,
+        inner_activation=encoder_lib.activation(config.hidden_act),
+        output_dropout=config.hidden_dropout_prob,
+        attention_dropout=config.attention_probs_dropout_prob, initializer=init)
+    nsp = tfm_layers.ClassificationHead(inner_dim=config.hidden_size, num_classes=2,
+                                        initializer=encoder_lib.initializer(config),
+                                        name="next_sentence")
+    self.bert = tfm_models.BertPretrainerV2(
+        encoder, mlm_activation=encoder_lib.activation(config.hidden_act),
+        mlm_initializer=encoder_lib.initializer(config), classification_heads=[nsp])
+
+  def call(self, features, training=None):
+    outputs = self.bert({k: features[k] for k in pretrainer.ENCODER_INPUTS +
+                         ("masked_lm_positions",)}, training=training)
+    return {"mlm_logits": tf.cast(outputs["mlm_logits"], tf.float32),
+            "nsp_logits": tf.cast(outputs["next_sentence"], tf.float32)}
+
+
+def build_model_garden(config: configs.BertConfig) -> ModelGardenPretrainer:
+  model = ModelGardenPretrainer(config)
+  model(pretrainer.dummy_features(FLAGS.max_seq_length, FLAGS.max_predictions_per_seq))
+  return model
+
+
+def sequences_per_second(strategy, model_fn, records: str) -> float:
+  """Trains 2 x --steps steps; the second loop of --steps is the timed one."""
+  def dataset_fn(ctx):
+    return datasets.pretraining_dataset(records, FLAGS.max_seq_length,
+                                        FLAGS.max_predictions_per_seq, FLAGS.batch_size,
+                                        is_training=True, input_context=ctx)
+  with tempfile.TemporaryDirectory() as output_dir:
+    results = training.train(
+        strategy, model_fn,
+        lambda: optimization.create_optimizer(1e-4, 10 * FLAGS.steps, FLAGS.steps,
+                                              loss_scaling=FLAGS.mixed_precision == "fp16"),
+        pretrainer.pretraining_loss, dataset_fn, output_dir, 2 * FLAGS.steps,
+        steps_per_loop=FLAGS.steps, save_checkpoints_steps=10 * FLAGS.steps,
+        jit_compile=FLAGS.jit_compile)
+  return results["examples_per_second"]
+
+
+def main(argv):
+  del argv
+  config = (configs.BertConfig.from_json_file(FLAGS.bert_config_file) if FLAGS.bert_config_file
+            else configs.preset(FLAGS.preset))
+  strategy = distribute.get_strategy(FLAGS.distribution_strategy)
+  training.set_mixed_precision(FLAGS.mixed_precision)
+  compute_dtype = tf_keras.mixed_precision.global_policy().compute_dtype
+  peak = matmul_peak(FLAGS.matmul_size, tf.as_dtype(compute_dtype))
+  flops = training_flops_per_sequence(config, FLAGS.max_seq_length,
+                                      FLAGS.max_predictions_per_seq)
+  with tempfile.TemporaryDirectory() as tmp:
+    records = FLAGS.input_file or random_records(tmp, config, 4 * FLAGS.batch_size)
+    rates = {
+        "bert_tf BertPretrainer": sequences_per_second(
+            strategy, lambda: pretrainer.build_pretrainer(
+                config, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq), records),
+        "Model Garden BertPretrainerV2": sequences_per_second(
+            strategy, lambda: build_model_garden(config), records),
+    }
+  print(f"config: L={config.num_hidden_layers} H={config.hidden_size} "
+        f"A={config.num_attention_heads} I={config.intermediate_size} V={config.vocab_size}; "
+        f"batch {FLAGS.batch_size} x seq {FLAGS.max_seq_length}, "
+        f"{FLAGS.max_predictions_per_seq} predictions; precision {FLAGS.mixed_precision}, "
+        f"jit_compile {FLAGS.jit_compile}; {strategy.num_replicas_in_sync} replica(s)")
+  print(f"matmul peak ({FLAGS.matmul_size}^2, {compute_dtype}): {peak / 1e12:.3f} TFLOP/s; "
+        f"training FLOPs per sequence: {flops / 1e9:.2f} GFLOP")
+  for name, rate in rates.items():
+    print(f"{name:32s} {rate:9.1f} sequences/s   MFU {100 * rate * flops / peak:5.1f}%")
+  ours, theirs = rates.values()
+  print(f"ours / Model Garden: {ours / theirs:.3f}")
+
+
+if __name__ == "__main__":
+  logging.set_verbosity(logging.WARNING)
+  app.run(main)
