@@ -262,7 +262,7 @@ class FullTokenizer:
 
   def tokenize_ids(self, texts: list[str]) -> list[np.ndarray]:
     """The batched fast path: one int32 array of wordpiece ids per text (str or bytes)."""
-    if not texts:
+    if len(texts) == 0:  # pylint: disable=g-explicit-length-test  (a list or an array)
       return []
     ids = self.module(tf.constant(texts, dtype=tf.string))
     return np.split(ids.flat_values.numpy(), ids.row_splits.numpy()[1:-1])

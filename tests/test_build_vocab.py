@@ -1,0 +1,121 @@
+"""data_gen.vocab / build_vocab: a WordPiece vocab learned from a corpus, split as the
+tokenizer splits it."""
+import os
+import random
+import subprocess
+import sys
+
+import pytest
+import tensorflow as tf
+
+from bert_tf import tokenization
+from data_gen import vocab
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WORDS = ("the a of to and in is was for on that with as by at from his her they it "
+         "running runner runs ran jumping jumped jumps walking walked walks talking talked "
+         "talks unhappy unhappiness happiness happily kindness kindly unkind café naïve "
+         "Zürich résumé Straße Ελλάδα ΟΔΟΣ 北京 東京 tokyo london paris 1999 2024 3.14").split()
+
+
+# Derived words, which share pieces a learner should find ("un", "##ing", ...).
+WORDS += [prefix + stem + suffix for prefix in ("", "un", "re", "over")
+          for stem in ("happy", "kind", "play", "read", "work", "help")
+          for suffix in ("", "s", "ed", "ing", "ness", "er")]
+
+
+def _corpus(path, lines=400, seed=0):
+  """Sentences of words drawn with Zipf's law, capitalised at the start, with punctuation
+  and numbers."""
+  rng = random.Random(seed)
+  weights = [1 / (rank + 1) for rank in range(len(WORDS))]
+  with open(path, "w", encoding="utf-8") as f:
+    for _ in range(lines):
+      words = rng.choices(WORDS, weights, k=rng.randint(4, 14))
+      f.write(" ".join(words).capitalize() + rng.choice([".", "!", "?", ", etc."]) + "\n")
+  return str(path)
+
+
+def _detokenize(pieces: list[str]) -> list[str]:
+  words = []
+  for piece in pieces:
+    if piece.startswith("##"):
+      words[-1] += piece[2:]
+    else:
+      words.append(piece)
+  return words
+
+
+@pytest.mark.parametrize("do_lower_case", [True, False])
+def test_learned_vocab_round_trips_the_corpus(tmp_path, do_lower_case):
+  corpus = _corpus(tmp_path / "corpus.txt")
+  counts = vocab.count_words([corpus], do_lower_case)
+  tokens = vocab.learn_vocab(counts, vocab_size=300, num_unused=2, min_token_count=3)
+  assert tokens[:7] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[unused0]", "[unused1]"]
+  assert 0.85 * 300 <= len(tokens) <= 300
+  assert len(set(tokens)) == len(tokens)
+  path = str(tmp_path / "vocab.txt")
+  vocab.write_vocab(tokens, path)
+  assert sorted(os.listdir(tmp_path)) == ["corpus.txt", "vocab.txt"]  # No temporary left.
+  tokenizer = tokenization.FullTokenizer(path, do_lower_case)
+  with open(corpus, encoding="utf-8") as f:
+    lines = f.read().splitlines()
+  words = tokenization.split_words(tf.constant(lines), do_lower_case).to_list()
+  num_pieces = num_words = 0
+  for line_words, ids in zip(words, tokenizer.tokenize_ids(lines)):
+    assert tokenizer.unk_id not in ids
+    # The pieces put back together are the tokenizer's words: learned as the text is split.
+    assert _detokenize(tokenizer.convert_ids_to_tokens(ids)) == [w.decode() for w in line_words]
+    num_pieces += len(ids)
+    num_words += len(line_words)
+  # Learned pieces, not characters: most words are one or two pieces.
+  assert num_pieces < 1.6 * num_words
+  # Case and accents follow do_lower_case, as in the tokenizer.
+  assert ("café" in tokens) == (not do_lower_case) and ("cafe" in tokens) == do_lower_case
+
+
+def test_count_words_uses_the_tokenizer_split(tmp_path):
+  path = tmp_path / "c.txt"
+  path.write_bytes("Héllo, WORLD!\n\nΟΔΟΣ 北京 ".encode("utf-8") + b"bad\xff\n")
+  assert vocab.count_words([str(path)], True) == {"hello": 1, ",": 1, "world": 1, "!": 1,
+                                                  "οδος": 1, "北": 1, "京": 1, "bad": 1}
+  assert vocab.count_words([str(path)], False, max_lines=1) == {
+      "Héllo": 1, ",": 1, "WORLD": 1, "!": 1}
+
+
+def test_vocab_is_capped_at_vocab_size_keeping_characters():
+  learned = ["[PAD]", "[UNK]", "a", "b", "##a", "##b", "ab", "ba", "##ab", "aab"]
+  assert vocab._cap(learned, 8, num_reserved=2) == learned[:8]
+  assert vocab._cap(learned, 6, num_reserved=2) == learned[:6]
+  with pytest.raises(ValueError, match="vocab_size 5 is less than the 6 reserved"):
+    vocab._cap(learned, 5, num_reserved=2)
+  with pytest.raises(ValueError, match="vocab_size 5 leaves no room"):
+    vocab.learn_vocab({"a": 1}, 5)
+
+
+def _build_vocab(*args):
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+  return subprocess.run([sys.executable, "-m", "data_gen.build_vocab", *args], cwd=ROOT,
+                        env=env, capture_output=True, text=True)
+
+
+def test_build_vocab_script(tmp_path):
+  corpus = _corpus(tmp_path / "a.txt", seed=1)
+  _corpus(tmp_path / "b.txt", seed=2)
+  out = tmp_path / "out" / "vocab.txt"
+  result = _build_vocab(f"--input_file={tmp_path}/a.txt,{tmp_path}/b*.txt",
+                        f"--output_file={out}", "--vocab_size=200", "--min_token_count=2",
+                        "--nodo_lower_case")
+  assert result.returncode == 0, result.stderr
+  assert f"to {out}" in result.stdout
+  assert os.listdir(out.parent) == ["vocab.txt"]  # No temporary file left behind.
+  tokens = out.read_text(encoding="utf-8").split("\n")[:-1]
+  assert tokens[:5] == list(tokenization.SPECIAL_TOKENS) and len(tokens) <= 200
+  assert "Zürich" in tokens or "##ü" in tokens  # Cased: accents kept.
+  assert os.path.exists(corpus)
+
+  missing = _build_vocab(f"--input_file={tmp_path}/nope*.txt", f"--output_file={out}")
+  assert missing.returncode != 0 and "no file matches" in missing.stderr
+  assert "nope*.txt" in missing.stderr
+  bad_size = _build_vocab(f"--input_file={corpus}", f"--output_file={out}", "--vocab_size=0")
+  assert bad_size.returncode != 0 and "--vocab_size must be positive" in bad_size.stderr
