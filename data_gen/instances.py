@@ -68,15 +68,6 @@ class InstanceBatch:
   def __len__(self) -> int:
     return len(self.input_ids)
 
-  def take(self, index: np.ndarray) -> "InstanceBatch":
-    return InstanceBatch(**{f.name: getattr(self, f.name)[index]
-                            for f in dataclasses.fields(self)})
-
-  @classmethod
-  def concatenate(cls, batches: list["InstanceBatch"]) -> "InstanceBatch":
-    return cls(**{f.name: np.concatenate([getattr(b, f.name) for b in batches])
-                  for f in dataclasses.fields(cls)})
-
   def record_columns(self) -> dict[str, np.ndarray]:
     """The columns of `tfrecords.schema.pretraining_features`, [n, length] each."""
     position = np.arange(self.input_ids.shape[1])
@@ -187,8 +178,14 @@ def _pack(chunk: TokenizedChunk, pairs: np.ndarray, max_seq_length: int,
   return source[index].astype(np.int32), second_sep + 1, first_sep + 1, candidates
 
 
-def _one_pass(chunk: TokenizedChunk, config: PretrainingDataConfig, vocab: masking.VocabInfo,
-              seed: np.random.SeedSequence) -> InstanceBatch:
+def pass_instances(chunk: TokenizedChunk, chunk_index: int, dupe_pass: int,
+                   config: PretrainingDataConfig, vocab: masking.VocabInfo) -> InstanceBatch:
+  """One pass over the chunk's documents: pairs, packed and masked, in document order.
+
+  The random draws come from (random_seed, chunk_index, dupe_pass) alone, so the instances are
+  the same whichever process makes them, and in whatever order.
+  """
+  seed = np.random.SeedSequence([config.random_seed, chunk_index], spawn_key=(dupe_pass,))
   span_seed, mask_seed = seed.spawn(2)
   span_rng = random.Random(int.from_bytes(span_seed.generate_state(4).tobytes(), "little"))
   pairs = np.array(_pair_spans(chunk, config, span_rng), np.int64).reshape(-1, 5)
@@ -201,34 +198,27 @@ def _one_pass(chunk: TokenizedChunk, config: PretrainingDataConfig, vocab: maski
                        num_masked=masked.num_masked, is_random_next=pairs[:, 4].astype(np.int32))
 
 
-def chunk_instances(chunk: TokenizedChunk, chunk_index: int, config: PretrainingDataConfig,
-                    vocab: masking.VocabInfo) -> InstanceBatch:
-  """All dupe_factor passes over one chunk, shuffled together.
-
-  The random draws of pass p come from (random_seed, chunk_index, p) alone, so a chunk's
-  instances are the same whichever process makes them, and in whatever order.
-  """
-  seeds = np.random.SeedSequence([config.random_seed, chunk_index]).spawn(config.dupe_factor + 1)
-  batch = InstanceBatch.concatenate([_one_pass(chunk, config, vocab, seeds[p])
-                                     for p in range(config.dupe_factor)])
-  return batch.take(np.random.default_rng(seeds[-1]).permutation(len(batch)))
-
-
 @dataclasses.dataclass
 class ChunkRecords:
-  """A chunk's instances as serialized `tf.train.Example`s, in their shuffled order, and the
-  counts the job reports."""
+  """A chunk's instances as serialized `tf.train.Example`s, and the counts the job reports."""
   records: list[bytes]
-  instance_tokens: int
-  masked_tokens: int
-  random_next: int
+  instance_tokens: int = 0
+  masked_tokens: int = 0
+  random_next: int = 0
 
 
 def chunk_records(chunk: TokenizedChunk, chunk_index: int, config: PretrainingDataConfig,
                   vocab: masking.VocabInfo) -> ChunkRecords:
-  """The worker processes' unit of work: `chunk_instances`, serialized."""
-  batch = chunk_instances(chunk, chunk_index, config, vocab)
-  return ChunkRecords(records=example_encoder.encode(batch.record_columns()),
-                      instance_tokens=int(batch.seq_length.sum()),
-                      masked_tokens=int(batch.num_masked.sum()),
-                      random_next=int(batch.is_random_next.sum()))
+  """The worker processes' unit of work: all dupe_factor passes over a chunk, serialized and
+  shuffled together (seeded by (random_seed, chunk_index)), as the original shuffles all its
+  instances. Each pass is serialized as soon as it is made, which keeps memory small."""
+  out = ChunkRecords(records=[])
+  for dupe_pass in range(config.dupe_factor):
+    batch = pass_instances(chunk, chunk_index, dupe_pass, config, vocab)
+    out.records += example_encoder.encode(batch.record_columns())
+    out.instance_tokens += int(batch.seq_length.sum())
+    out.masked_tokens += int(batch.num_masked.sum())
+    out.random_next += int(batch.is_random_next.sum())
+  shuffle = np.random.default_rng(np.random.SeedSequence([config.random_seed, chunk_index]))
+  out.records = [out.records[i] for i in shuffle.permutation(len(out.records))]
+  return out

@@ -235,11 +235,10 @@ def test_failed_run_leaves_no_output(tokenizer, tmp_path):
 # ------------------------------------------------------------------ masking variants
 
 def _instances(tokenizer, corpus, **overrides):
-  config = PretrainingDataConfig(max_seq_length=SEQ, max_predictions_per_seq=PRED,
-                                 dupe_factor=1, **overrides)
+  config = PretrainingDataConfig(max_seq_length=SEQ, max_predictions_per_seq=PRED, **overrides)
   chunk = documents.tokenize_chunk(tokenizer, corpus[1])
   vocab = masking.VocabInfo.from_tokenizer(tokenizer)
-  return instances.chunk_instances(chunk, 0, config, vocab), vocab
+  return instances.pass_instances(chunk, 0, 0, config, vocab), vocab
 
 
 def test_whole_word_masking_masks_whole_words(tokenizer, corpus):

