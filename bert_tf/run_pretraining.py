@@ -42,21 +42,23 @@ flags.DEFINE_string("init_checkpoint", None,
                     "google-research/bert's TF1 one, or a Hugging Face folder.")
 flags.DEFINE_integer("max_seq_length", 128,
                      "The maximum total input sequence length after WordPiece tokenization. "
-                     "Must match the data file.")
+                     "Must match the data file.", lower_bound=1)
 flags.DEFINE_integer("max_predictions_per_seq", 20,
                      "Maximum number of masked LM predictions per sequence. "
-                     "Must match the data file.")
+                     "Must match the data file.", lower_bound=1)
 flags.DEFINE_bool("do_train", False, "Whether to run training.")
 flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.")
-flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training.")
-flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.")
+flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training.", lower_bound=1)
+flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.", lower_bound=1)
 flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate for Adam.")
-flags.DEFINE_integer("num_train_steps", 100000, "Number of training steps.")
-flags.DEFINE_integer("num_warmup_steps", 10000, "Number of warmup steps.")
-flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save the model checkpoint.")
+flags.DEFINE_integer("num_train_steps", 100000, "Number of training steps.", lower_bound=1)
+flags.DEFINE_integer("num_warmup_steps", 10000, "Number of warmup steps.", lower_bound=0)
+flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save the model checkpoint.",
+                     lower_bound=1)
 flags.DEFINE_integer("iterations_per_loop", 1000,
-                     "How many steps to make in each device loop (and between log lines).")
-flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of eval steps.")
+                     "How many steps to make in each device loop (and between log lines).",
+                     lower_bound=1)
+flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of eval steps.", lower_bound=1)
 flags.DEFINE_bool("use_tpu", False, "Whether to use TPU.")
 flags.DEFINE_string("tpu_name", None, "The Cloud TPU to use for training: a name or a "
                     "grpc://ip.address.of.tpu:8470 url.")
@@ -64,7 +66,7 @@ flags.DEFINE_string("tpu_zone", None, "[Optional] GCE zone where the Cloud TPU i
 flags.DEFINE_string("gcp_project", None, "[Optional] Project name for the Cloud TPU.")
 flags.DEFINE_string("master", None, "[Optional] TensorFlow master URL (a TPU's grpc address).")
 flags.DEFINE_integer("num_tpu_cores", 8, "Only used if `use_tpu` is True: the TPU cores "
-                     "expected (all of the TPU's cores are used).")
+                     "expected (all of the TPU's cores are used).", lower_bound=1)
 # New.
 flags.DEFINE_enum("distribution_strategy", "auto", list(distribute.STRATEGIES),
                   "auto: TPU when one is named (or --use_tpu), Mirrored with several GPUs, "

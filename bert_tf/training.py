@@ -137,23 +137,30 @@ def _checkpoint(model: tf_keras.Model, global_step: tf.Variable, **items) -> tf.
   return tf.train.Checkpoint(model=model, global_step=global_step, **model_items, **items)
 
 
-def _restore(checkpoint: tf.train.Checkpoint, output_dir: str, model: tf_keras.Model,
-             init_fn: Callable | None) -> str | None:
-  """Restores the latest checkpoint in output_dir; else calls init_fn(model) if given.
+def _read(checkpoint: tf.train.Checkpoint, path: str, partial: bool = False) -> None:
+  """Restores `path` into checkpoint; a checkpoint of another model is a ValueError naming it.
 
-  Returns the path restored from, or None.
+  partial: the checkpoint may hold more than `checkpoint` (e.g. an optimizer, for evaluation).
   """
+  try:
+    status = checkpoint.read(path)
+    if partial:
+      status.expect_partial()
+    status.assert_existing_objects_matched()
+  except (AssertionError, ValueError, tf.errors.OpError) as e:
+    raise ValueError(f"{path}: the checkpoint does not match the model (another config in the "
+                     f"same output_dir?): {e}") from e
+
+
+def _restore(checkpoint: tf.train.Checkpoint, output_dir: str, model: tf_keras.Model,
+             init_fn: Callable | None) -> None:
+  """Restores the latest checkpoint in output_dir; else calls init_fn(model) if given."""
   latest = tf.train.latest_checkpoint(output_dir)
   if latest:
     logging.info("restoring %s", latest)
-    try:
-      checkpoint.restore(latest).assert_existing_objects_matched()
-    except (AssertionError, ValueError, tf.errors.OpError) as e:
-      raise ValueError(f"{latest}: the checkpoint to resume from does not match the model "
-                       f"(another config in the same output_dir?): {e}") from e
+    _read(checkpoint, latest)
   elif init_fn is not None:
     init_fn(model)
-  return latest
 
 
 class _Saver:
@@ -162,8 +169,8 @@ class _Saver:
 
   def __init__(self, strategy, checkpoint, output_dir: str, keep: int):
     self.is_chief = distribute.is_chief(strategy)
-    directory = (output_dir if self.is_chief else
-                 tempfile.mkdtemp(prefix=f"worker{distribute.worker_id(strategy)}-"))
+    directory = (output_dir if self.is_chief else os.path.join(
+        tempfile.gettempdir(), f"bert_tf-worker{distribute.worker_id(strategy)}-{os.getpid()}"))
     self.manager = tf.train.CheckpointManager(checkpoint, directory, max_to_keep=keep,
                                               checkpoint_name="ckpt")
 
@@ -298,7 +305,7 @@ def evaluate(strategy: tf.distribute.Strategy,
     global_step = tf.Variable(0, dtype=tf.int64, trainable=False)
   latest = tf.train.latest_checkpoint(output_dir)
   if latest:
-    _checkpoint(model, global_step).read(latest).expect_partial()
+    _read(_checkpoint(model, global_step), latest, partial=True)
   elif init_fn is not None:
     init_fn(model)
   else:
