@@ -2,10 +2,10 @@
 
 The main process streams the corpus in chunks (`documents`), tokenizes each in one batch
 (tensorflow-text, about a million wordpieces a second: a small share of the work) and writes
-the shards. Worker processes pair, pack and mask the chunks (`instances.chunk_instances`,
-numpy only): they are spawned (TensorFlow is not fork-safe) and never import TensorFlow, which
-would cost each of them ~800 MB. At most two chunks per worker are in flight, so memory stays
-flat whatever the corpus size.
+the shards. Worker processes pair, pack, mask and serialize the chunks
+(`instances.chunk_records`, numpy only): they are spawned (TensorFlow is not fork-safe) and
+never import TensorFlow, which would cost each of them ~800 MB. At most two chunks per worker
+are in flight, so memory stays flat whatever the corpus size.
 
 Deterministic: a chunk's instances depend on (random_seed, chunk index, dupe pass) alone, and
 the main process deals them round-robin to the shards in chunk order, so the same corpus, seed
@@ -90,9 +90,9 @@ class _Progress:
       return
     self.last = now
     elapsed = max(now - self.start, 1e-9)
-    print(f"create_pretraining_data: {stats.documents:,} documents ({stats.documents / elapsed:,.0f}"
-          f"/s), {stats.instances:,} instances ({stats.instances / elapsed:,.0f}/s), "
-          f"{elapsed:,.0f} s", file=sys.stderr, flush=True)
+    print(f"create_pretraining_data: {stats.documents:,} documents "
+          f"({stats.documents / elapsed:,.0f}/s), {stats.instances:,} instances "
+          f"({stats.instances / elapsed:,.0f}/s), {elapsed:,.0f} s", file=sys.stderr, flush=True)
 
 
 def _write_json(path: str, value: dict) -> None:
@@ -134,16 +134,20 @@ def create_pretraining_data(input_files: list[str],
   progress = _Progress(progress_seconds)
   _remove_leftovers(output_files)
 
-  def write(chunk: instances_lib.ChunkRecords) -> None:
-    for i, record in enumerate(chunk.records, start=stats.instances):
-      shards[i % len(shards)].write(record)
-    stats.add(chunk)
-    progress.update(stats)
-
-  spawn = multiprocessing.get_context("spawn")
-  with concurrent.futures.ProcessPoolExecutor(num_workers, mp_context=spawn) as pool, \
-      contextlib.ExitStack() as stack:
+  with contextlib.ExitStack() as stack:
+    pool = concurrent.futures.ProcessPoolExecutor(
+        num_workers, mp_context=multiprocessing.get_context("spawn"))
+    # Closed last, and on an error without running the chunks still queued.
+    stack.callback(pool.shutdown, wait=True, cancel_futures=True)
     shards = [stack.enter_context(writer_lib.AtomicRecordWriter(p)) for p in output_files]
+
+    def write(chunk: instances_lib.ChunkRecords) -> None:
+      """Deals the chunk's records round-robin, continuing where the last chunk stopped."""
+      for i, record in enumerate(chunk.records, start=stats.instances):
+        shards[i % len(shards)].write(record)
+      stats.add(chunk)
+      progress.update(stats)
+
     in_flight = collections.deque()
     corpus = documents_lib.read_documents(input_files, read_stats, chunk_chars)
     for index, docs in enumerate(documents_lib.chunk_documents(corpus, chunk_chars)):
