@@ -51,11 +51,13 @@ class TokenizedChunk:
 class InstanceBatch:
   """n training instances, as arrays.
 
-  input_ids:   [n, max_seq_length] int32, masked, zero-padded.
-  seq_length:  [n] int32, tokens before the padding.
-  b_start:     [n] int32, the position of B's first token (segment 1 runs from there).
-  masked:      positions, label ids and counts of the masked LM (see `masking.MaskedLm`).
-  is_random_next: [n] int32, 1 when B is a random span (the next_sentence_labels).
+  input_ids:           [n, max_seq_length] int32, masked, zero-padded.
+  seq_length:          [n] int32, tokens before the padding.
+  b_start:             [n] int32, the position of B's first token (segment 1 from there).
+  masked_lm_positions: [n, max_predictions_per_seq] int32, ascending, zero-padded.
+  masked_lm_ids:       [n, max_predictions_per_seq] int32, the original tokens there.
+  num_masked:          [n] int32, how many positions are real.
+  is_random_next:      [n] int32, 1 when B is a random span (the next_sentence_labels).
   """
   input_ids: np.ndarray
   seq_length: np.ndarray

@@ -278,6 +278,16 @@ def test_the_masking_split_follows_the_flags(tokenizer, corpus):
       np.testing.assert_array_equal(shown, batch.masked_lm_ids[rows, cols])
 
 
+def test_number_to_predict_rounds_like_the_original():
+  """min(max_predictions, max(1, int(round(n * prob)))), Python's round: halves to even."""
+  n = np.arange(1, 600)
+  for prob in (0.15, 0.1, 0.5, 1.0):
+    config = PretrainingDataConfig(max_seq_length=512, max_predictions_per_seq=80,
+                                   masked_lm_prob=prob)
+    want = [min(80, max(1, int(round(k * prob)))) for k in n]
+    np.testing.assert_array_equal(masking.num_to_predict(n, config), want)
+
+
 def test_truncation_equals_the_originals_token_by_token_loop():
   """google-research/bert's truncate_seq_pair, run literally, against the closed form."""
   rng = random.Random(0)
