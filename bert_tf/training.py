@@ -23,6 +23,7 @@ import time
 from typing import Callable
 
 from absl import logging
+import numpy as np
 import tensorflow as tf
 import tf_keras
 
@@ -265,20 +266,23 @@ def train(strategy: tf.distribute.Strategy,
     results = dict(metrics.result(), learning_rate=_learning_rate(optimizer),
                    examples_per_second=examples_per_second)
     metrics.reset()
-    _check_finite(results["loss"], model, step, saver)
     _log_progress(step, num_train_steps, results)
     _write_summaries(writer, step, results)
+    if not np.isfinite(results["loss"]):
+      _stop(f"the loss is {results['loss']} at global step {step}", saver)
     if step % save_checkpoints_steps == 0 or step == num_train_steps:
+      # The weights too (the last update may have broken them), but only before saving: on
+      # TPUs this reads every weight back to the host.
+      if not _all_finite(model.trainable_variables):
+        _stop(f"the weights are not finite at global step {step}", saver)
       logging.info("saved %s", saver.save(step))
   return dict(results, global_step=step)
 
 
-def _check_finite(loss: float, model: tf_keras.Model, step: int, saver: _Saver) -> None:
-  if not (tf.math.is_finite(loss) and _all_finite(model.trainable_variables)):
-    raise FloatingPointError(
-        f"the loss is {loss} at global step {step} (or the weights are no longer finite); "
-        f"stopped without saving. The last good checkpoint is "
-        f"{saver.manager.latest_checkpoint or 'none (none was saved)'}")
+def _stop(problem: str, saver: _Saver):
+  raise FloatingPointError(
+      f"{problem}; stopped without saving. The last good checkpoint is "
+      f"{saver.manager.latest_checkpoint or 'none (none was saved)'}")
 
 
 def evaluate(strategy: tf.distribute.Strategy,

@@ -78,7 +78,7 @@ def test_eval_only_from_init_checkpoint_reproduces_the_trained_results(setup):
      ["trained/bert_config.json: the checkpoints in --output_dir were made with this config, "
       "which differs from --bert_config_file {dir}/wide.json"]),
     (["--learning_rate=1e30", "--num_warmup_steps=0"],
-     ["the loss is nan at global step 2 ", "The last good checkpoint is none"]),
+     ["the loss is nan at global step 2;", "The last good checkpoint is none"]),
 ])
 def test_bad_input_exits_nonzero_with_a_clear_message(setup, flags, messages):
   d = setup["dir"]

@@ -165,6 +165,26 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path, runs):
   assert all(np.isfinite(v).all() for v in checkpoint_values(str(out / "ckpt-2")).values())
 
 
+def test_nan_weights_under_a_finite_loss_are_not_saved(tmp_path, runs):
+  @tf.custom_gradient
+  def nan_gradient(x):
+    return tf.identity(x), lambda dy: dy * np.nan
+
+  def nan_gradient_loss(features, outputs):
+    # The loss stays finite; the update it makes does not.
+    return pretrainer.pretraining_loss(
+        features, dict(outputs, nsp_logits=nan_gradient(outputs["nsp_logits"])))
+  strategy = distribute.get_strategy("one_device")
+  with pytest.raises(FloatingPointError, match="weights are not finite at global step 1"):
+    training.train(strategy, lambda: pretrainer.build_pretrainer(CONFIG, SEQ, PREDS),
+                   lambda: optimization.create_optimizer(1e-3, TOTAL_STEPS, 0),
+                   nan_gradient_loss,
+                   lambda ctx: datasets.pretraining_dataset(runs["records"], SEQ, PREDS, BATCH,
+                                                            True, ctx),
+                   str(tmp_path), TOTAL_STEPS, steps_per_loop=1, save_checkpoints_steps=1)
+  assert checkpoint_steps(tmp_path) == []
+
+
 def test_evaluate_reports_the_checkpoint_loss_and_step(runs):
   def eval_dataset(ctx):
     return datasets.pretraining_dataset(runs["records"], SEQ, PREDS, BATCH, is_training=False,
