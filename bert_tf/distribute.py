@@ -70,32 +70,16 @@ def _tpu_strategy(tpu, tpu_zone, gcp_project, num_tpu_cores) -> tf.distribute.TP
   return strategy
 
 
-def _task(strategy: tf.distribute.Strategy) -> tuple[str | None, int | None, dict]:
-  """(task_type, task_id, cluster_spec dict) of this process; (None, None, {}) when local."""
-  resolver = getattr(strategy, "cluster_resolver", None)
-  if resolver is None or isinstance(
-      resolver, tf.distribute.cluster_resolver.TPUClusterResolver):
-    return None, None, {}
-  return resolver.task_type, resolver.task_id, resolver.cluster_spec().as_dict()
-
-
-def is_multi_worker(strategy: tf.distribute.Strategy) -> bool:
-  """Whether several processes (workers) train together, each with its own input pipeline."""
-  _, _, cluster = _task(strategy)
-  return sum(len(tasks) for name, tasks in cluster.items() if name in ("chief", "worker")) > 1
-
-
 def is_chief(strategy: tf.distribute.Strategy) -> bool:
   """Whether this process writes checkpoints, summaries and results: the "chief" task, or
-  worker 0 when the cluster names no chief; always true outside a multi-worker cluster."""
-  task_type, task_id, cluster = _task(strategy)
+  worker 0 when the cluster names no chief; always true outside a multi-worker cluster
+  (a TPU's workers are driven by this one process)."""
+  resolver = getattr(strategy, "cluster_resolver", None)
+  if resolver is None or isinstance(resolver,
+                                    tf.distribute.cluster_resolver.TPUClusterResolver):
+    return True
+  task_type, task_id = resolver.task_type, resolver.task_id
   if not task_type:
     return True
-  return task_type == "chief" or (task_type == "worker" and task_id == 0
-                                  and "chief" not in cluster)
-
-
-def worker_id(strategy: tf.distribute.Strategy) -> int:
-  """This process's task id in the cluster (0 outside a multi-worker cluster)."""
-  _, task_id, _ = _task(strategy)
-  return task_id or 0
+  return task_type == "chief" or (task_type == "worker" and task_id == 0 and
+                                  "chief" not in resolver.cluster_spec().as_dict())

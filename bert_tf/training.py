@@ -170,8 +170,8 @@ class _Saver:
 
   def __init__(self, strategy, checkpoint, output_dir: str, keep: int):
     self.is_chief = distribute.is_chief(strategy)
-    directory = (output_dir if self.is_chief else os.path.join(
-        tempfile.gettempdir(), f"bert_tf-worker{distribute.worker_id(strategy)}-{os.getpid()}"))
+    directory = (output_dir if self.is_chief else
+                 os.path.join(tempfile.gettempdir(), f"bert_tf-worker-{os.getpid()}"))
     self.manager = tf.train.CheckpointManager(checkpoint, directory, max_to_keep=keep,
                                               checkpoint_name="ckpt")
 
