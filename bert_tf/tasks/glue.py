@@ -242,6 +242,7 @@ class GenericTask(Task):
   whose header names the columns `text_a`, `label` and optionally `text_b` and `guid` (test
   files need no label). The labels are those found in the training file, sorted.
   """
+
   def __init__(self, data_dir: str):
     self._data_dir = data_dir
     self._labels = None
