@@ -16,6 +16,7 @@ import sys
 OUT = os.path.abspath("demo_output")
 SEQ_LEN = 64
 MAX_PREDICTIONS = 10
+PRETRAIN_STEPS = 1200
 
 
 def banner(title: str) -> None:
@@ -92,6 +93,47 @@ def classify_in_fresh_process(export_dir: str, sentences: list[str]) -> None:
   subprocess.run([sys.executable, "-c", code, export_dir, json.dumps(sentences)], check=True)
 
 
+def write_small_config(vocab: str, path: str) -> None:
+  """A 2-layer, H=128 BERT (Google's smallest "small BERT") sized to the learned vocab."""
+  from bert_tf.configs import preset
+  with open(vocab, encoding="utf-8") as f:
+    vocab_size = sum(1 for _ in f)
+  preset("small_bert_L2_H128", vocab_size=vocab_size,
+         max_position_embeddings=SEQ_LEN).to_json_file(path)
+
+
+def predict_masked_words(model_dir: str, config_file: str, vocab: str, sentence: str,
+                         word: str) -> None:
+  """Masks every piece of `word` in `sentence` and prints the pretrained model's top guesses."""
+  import numpy as np
+  from bert_tf import checkpoints
+  from bert_tf.configs import BertConfig
+  from bert_tf.modeling.pretrainer import build_pretrainer
+  from bert_tf.tokenization import FullTokenizer
+  tok = FullTokenizer(vocab, do_lower_case=True)
+  before, after = sentence.split(word, 1)
+  pieces = ([tok.cls_id] + list(tok.tokenize_ids([before])[0]), list(tok.tokenize_ids([word])[0]),
+            list(tok.tokenize_ids([after])[0]) + [tok.sep_id])
+  ids = pieces[0] + [tok.mask_id] * len(pieces[1]) + pieces[2]
+  positions = list(range(len(pieces[0]), len(pieces[0]) + len(pieces[1])))
+  model = build_pretrainer(BertConfig.from_json_file(config_file), SEQ_LEN, MAX_PREDICTIONS)
+  checkpoints.load_into_pretrainer(model, model_dir)
+  pad = lambda xs, n: np.array([xs + [0] * (n - len(xs))], dtype=np.int32)
+  features = dict(input_word_ids=pad(ids, SEQ_LEN), input_mask=pad([1] * len(ids), SEQ_LEN),
+                  input_type_ids=pad([], SEQ_LEN),
+                  masked_lm_positions=pad(positions, MAX_PREDICTIONS),
+                  masked_lm_ids=pad([], MAX_PREDICTIONS),
+                  masked_lm_weights=pad([1] * len(positions), MAX_PREDICTIONS).astype(np.float32),
+                  next_sentence_labels=np.zeros([1, 1], np.int32))
+  logits = model(features, training=False)["mlm_logits"].numpy()[0]
+  masked = " ".join(tok.convert_ids_to_tokens(ids[1:-1]))
+  print(f"\n{masked}\n(the truth: {word!r})")
+  for i, _ in enumerate(positions):
+    top = np.argsort(-logits[i])[:5]
+    print(f"  [MASK] {i + 1}: " + ", ".join(f"{tok.inv_vocab[t]} ({p:.2f})" for t, p in
+                                          zip(top, np.exp(logits[i][top]) / np.exp(logits[i]).sum())))
+
+
 def main() -> None:
   shutil.rmtree(OUT, ignore_errors=True)
   os.makedirs(OUT)
@@ -108,7 +150,43 @@ def main() -> None:
   run("data_gen.create_pretraining_data", input_file=corpus, output_file=records,
       vocab_file=vocab, max_seq_length=SEQ_LEN, max_predictions_per_seq=MAX_PREDICTIONS,
       dupe_factor=5, num_output_shards=2)
-  show_instances(os.path.join(OUT, "pretrain", "*.tfrecord*"), vocab)
+  records_glob = records + "-*-of-*"
+  show_instances(records_glob, vocab)
+
+  banner("4. Pretrain a small BERT (L=2, H=128) with masked LM + next sentence prediction")
+  config = os.path.join(OUT, "bert_config.json")
+  write_small_config(vocab, config)
+  pretrained = os.path.join(OUT, "pretrained")
+  run("bert_tf.run_pretraining", bert_config_file=config, input_file=records_glob,
+      output_dir=pretrained, do_train=True, do_eval=True, train_batch_size=32,
+      max_seq_length=SEQ_LEN, max_predictions_per_seq=MAX_PREDICTIONS, learning_rate=2e-3,
+      num_train_steps=PRETRAIN_STEPS, num_warmup_steps=100, iterations_per_loop=100,
+      save_checkpoints_steps=400, max_eval_steps=20)
+  with open(os.path.join(pretrained, "eval_results.txt"), encoding="utf-8") as f:
+    print(f.read())
+  predict_masked_words(pretrained, config, vocab,
+                       "The return value of the function is None.", "function")
+
+  banner("5. Fine-tune it: real sentences vs. the same words shuffled; export for TF Serving")
+  from data_gen import sample_corpus
+  task_dir = os.path.join(OUT, "acceptability")
+  make_acceptability_task(sample_corpus.documents(), task_dir)
+  export_dir = os.path.join(OUT, "export")
+  run("bert_tf.run_classifier", task_name="generic", data_dir=task_dir, vocab_file=vocab,
+      bert_config_file=config, init_checkpoint=pretrained,
+      output_dir=os.path.join(OUT, "classifier"), do_train=True, do_eval=True,
+      max_seq_length=SEQ_LEN, train_batch_size=32, learning_rate=2e-4, num_train_epochs=5,
+      iterations_per_loop=70,
+      export_dir=export_dir)
+
+  banner("6. Serve: classify raw sentences with the SavedModel in a fresh process")
+  version = max(int(v) for v in os.listdir(export_dir) if v.isdigit())
+  classify_in_fresh_process(os.path.join(export_dir, str(version)), [
+      "The default value of the argument is used when none is given.",
+      "value the used of default given is argument none when is The.",
+      "A class may define a method that is called when an instance is created.",
+      "instance when may that class is A define created method a called.",
+  ])
 
 
 if __name__ == "__main__":
