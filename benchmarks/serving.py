@@ -1,4 +1,4 @@
-"""Latency and throughput of an exported classifier's raw-text signature, and the share of its
+r"""Latency and throughput of an exported classifier's raw-text signature, and the share of its
 latency spent tokenizing and packing in the graph.
 
   TF_CPP_MIN_LOG_LEVEL=2 PYTHONPATH=. .venv/bin/python benchmarks/serving.py \

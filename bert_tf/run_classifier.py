@@ -1,4 +1,4 @@
-"""Fine-tunes BERT on a sentence (pair) classification task: GLUE, XNLI, or your own TSV/CSV.
+r"""Fine-tunes BERT on a sentence (pair) classification task: GLUE, XNLI, or your own TSV/CSV.
 
 The original's flags, same names and meanings, plus: --distribution_strategy,
 --mixed_precision, --jit_compile, --seed, --num_restarts, --export_dir, --xnli_language.
