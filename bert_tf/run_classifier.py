@@ -21,7 +21,7 @@ from absl import app
 from absl import flags
 from absl import logging
 
-from bert_tf import distribute
+from bert_tf import cli
 from bert_tf import training
 from bert_tf.tasks import fine_tune
 from bert_tf.tasks import glue
@@ -64,22 +64,7 @@ flags.DEFINE_float("warmup_proportion", 0.1, "Proportion of training to perform 
 flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save the model checkpoint.")
 flags.DEFINE_integer("iterations_per_loop", 1000, "How many steps to make in each estimator "
                      "call (here: in each tf.function call of the training loop).")
-flags.DEFINE_bool("use_tpu", False, "Whether to use TPU.")
-flags.DEFINE_string("tpu_name", None, "The Cloud TPU to use for training: a name or a "
-                    "grpc://ip.address.of.tpu:8470 url.")
-flags.DEFINE_string("tpu_zone", None, "[Optional] GCE zone where the Cloud TPU is located.")
-flags.DEFINE_string("gcp_project", None, "[Optional] Project name for the Cloud TPU.")
-flags.DEFINE_string("master", None, "[Optional] TensorFlow master URL (a TPU's grpc address).")
-flags.DEFINE_integer("num_tpu_cores", 8, "Only used if `use_tpu` is True. Total number of TPU "
-                     "cores to use.")
-
-# New flags.
-flags.DEFINE_enum("distribution_strategy", "auto", list(distribute.STRATEGIES),
-                  "tf.distribute strategy; auto: tpu with --use_tpu, mirrored with several "
-                  "GPUs, else one device.")
-flags.DEFINE_enum("mixed_precision", "none", list(training.PRECISIONS),
-                  "Compute in bfloat16 or float16 (with loss scaling); variables stay float32.")
-flags.DEFINE_bool("jit_compile", False, "Compile the forward and backward pass with XLA.")
+cli.define_accelerator_flags()
 flags.DEFINE_integer("seed", 12345, "Random seed (the output layer's initialization, dropout, "
                      "shuffling); restart k uses seed + k.")
 flags.DEFINE_integer("num_restarts", 1, "Fine-tune this many times per learning rate, with "
@@ -87,15 +72,6 @@ flags.DEFINE_integer("num_restarts", 1, "Fine-tune this many times per learning 
 flags.DEFINE_string("export_dir", None, "If set, export the (best) model as a SavedModel for "
                     "TF Serving into <export_dir>/<next version>/.")
 flags.DEFINE_string("xnli_language", "zh", "XNLI only: the language to train and evaluate on.")
-
-
-def _strategy():
-  name = FLAGS.distribution_strategy
-  if FLAGS.use_tpu and name == "auto":
-    name = "tpu"
-  return distribute.get_strategy(name, tpu=FLAGS.tpu_name or FLAGS.master,
-                                 tpu_zone=FLAGS.tpu_zone, gcp_project=FLAGS.gcp_project,
-                                 num_tpu_cores=FLAGS.num_tpu_cores)
 
 
 def _learning_rates() -> tuple[float, ...]:
@@ -123,7 +99,7 @@ def main(argv):
     if FLAGS.num_restarts < 1:
       raise ValueError(f"--num_restarts={FLAGS.num_restarts}: must be at least 1")
     args = _args()
-    strategy = _strategy()
+    strategy = cli.strategy_from_flags()
     training.set_mixed_precision(FLAGS.mixed_precision)
     tuner = fine_tune.FineTuner(args, strategy)
     tuner.run()

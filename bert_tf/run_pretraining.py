@@ -21,6 +21,7 @@ from absl import logging
 import tensorflow as tf
 
 from bert_tf import checkpoints
+from bert_tf import cli
 from bert_tf import distribute
 from bert_tf import optimization
 from bert_tf import training
@@ -59,21 +60,7 @@ flags.DEFINE_integer("iterations_per_loop", 1000,
                      "How many steps to make in each device loop (and between log lines).",
                      lower_bound=1)
 flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of eval steps.", lower_bound=1)
-flags.DEFINE_bool("use_tpu", False, "Whether to use TPU.")
-flags.DEFINE_string("tpu_name", None, "The Cloud TPU to use for training: a name or a "
-                    "grpc://ip.address.of.tpu:8470 url.")
-flags.DEFINE_string("tpu_zone", None, "[Optional] GCE zone where the Cloud TPU is located.")
-flags.DEFINE_string("gcp_project", None, "[Optional] Project name for the Cloud TPU.")
-flags.DEFINE_string("master", None, "[Optional] TensorFlow master URL (a TPU's grpc address).")
-flags.DEFINE_integer("num_tpu_cores", 8, "Only used if `use_tpu` is True: the TPU cores "
-                     "expected (all of the TPU's cores are used).", lower_bound=1)
-# New.
-flags.DEFINE_enum("distribution_strategy", "auto", list(distribute.STRATEGIES),
-                  "auto: TPU when one is named (or --use_tpu), Mirrored with several GPUs, "
-                  "else one device.")
-flags.DEFINE_enum("mixed_precision", "none", list(training.PRECISIONS),
-                  "Compute in bfloat16 or float16 (with loss scaling); variables stay float32.")
-flags.DEFINE_bool("jit_compile", False, "Compile the forward and backward pass with XLA.")
+cli.define_accelerator_flags()
 flags.DEFINE_enum("optimizer", "adamw", list(optimization.OPTIMIZERS),
                   "adamw (the paper's) or lamb (for large batches).")
 flags.DEFINE_enum("objective", "mlm", list(pretrainer.OBJECTIVES),
@@ -102,15 +89,6 @@ def check_records(files: list[str], features: list[schema.Feature]) -> None:
           flag = LENGTH_FLAGS.get(f.name)
           raise ValueError(f"{path}: feature {f.name!r} has length {length} in the records, "
                            f"but {f'--{flag}=' if flag else 'the layout says '}{f.length}")
-
-
-def _strategy() -> tf.distribute.Strategy:
-  name = FLAGS.distribution_strategy
-  if FLAGS.use_tpu and name == "auto":
-    name = "tpu"
-  return distribute.get_strategy(name, tpu=FLAGS.tpu_name or FLAGS.master,
-                                 tpu_zone=FLAGS.tpu_zone, gcp_project=FLAGS.gcp_project,
-                                 num_tpu_cores=FLAGS.num_tpu_cores)
 
 
 def _model_fn(config: BertConfig):
@@ -181,7 +159,7 @@ def pretrain() -> None:
   config = BertConfig.from_json_file(FLAGS.bert_config_file)
   files = datasets.list_files(FLAGS.input_file)
   # Before anything runs a TF op: multi-worker collectives must be set up at startup.
-  strategy = _strategy()
+  strategy = cli.strategy_from_flags()
   check_records(files, schema.pretraining_features(FLAGS.max_seq_length,
                                                    FLAGS.max_predictions_per_seq))
   training.set_mixed_precision(FLAGS.mixed_precision)
