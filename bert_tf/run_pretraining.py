@@ -1,7 +1,7 @@
 """Pretrains BERT (masked LM + next sentence prediction) on google-research/bert's records.
 
 The original's flags, same names and meanings, plus: --distribution_strategy,
---mixed_precision, --jit_compile, --optimizer, --objective, --nsp. For example:
+--mixed_precision, --jit_compile, --optimizer, --objective, --nsp, --seed. For example:
 
   run_pretraining --bert_config_file=bert_config.json --input_file='data/*.tfrecord' \
       --output_dir=/tmp/pretraining --do_train --do_eval --num_train_steps=20 \
@@ -66,6 +66,8 @@ flags.DEFINE_enum("optimizer", "adamw", list(optimization.OPTIMIZERS),
 flags.DEFINE_enum("objective", "mlm", list(pretrainer.OBJECTIVES),
                   "mlm (BERT) or ltr (left-to-right LM, the paper's ablation).")
 flags.DEFINE_bool("nsp", True, "Train next sentence prediction too.")
+flags.DEFINE_integer("seed", 12345, "Random seed: initialization, dropout and the order of the "
+                     "input, so a resumed run reads on from exactly where it stopped.")
 
 # Record features -> the flag that sets their length.
 LENGTH_FLAGS = {"input_ids": "max_seq_length", "input_mask": "max_seq_length",
@@ -110,7 +112,7 @@ def _train(strategy, config: BertConfig, loss_fn) -> None:
   def dataset_fn(ctx):
     return datasets.pretraining_dataset(FLAGS.input_file, FLAGS.max_seq_length,
                                         FLAGS.max_predictions_per_seq, FLAGS.train_batch_size,
-                                        is_training=True, input_context=ctx)
+                                        is_training=True, input_context=ctx, seed=FLAGS.seed)
   optimizer_fn = functools.partial(
       optimization.create_optimizer, FLAGS.learning_rate, FLAGS.num_train_steps,
       FLAGS.num_warmup_steps, optimizer=FLAGS.optimizer,
@@ -160,6 +162,7 @@ def pretrain() -> None:
   files = datasets.list_files(FLAGS.input_file)
   # Before anything runs a TF op: multi-worker collectives must be set up at startup.
   strategy = cli.strategy_from_flags()
+  tf.random.set_seed(FLAGS.seed)  # After the strategy: multi-worker setup must come first.
   check_records(files, schema.pretraining_features(FLAGS.max_seq_length,
                                                    FLAGS.max_predictions_per_seq))
   training.set_mixed_precision(FLAGS.mixed_precision)

@@ -4,9 +4,12 @@ import os
 import subprocess
 import sys
 
+import shutil
+
 import pytest
 
-from test_training import CONFIG, PREDS, SEQ, checkpoint_steps, write_pretraining_records
+from test_training import (CONFIG, PREDS, SEQ, assert_same_values, checkpoint_steps,
+                           checkpoint_values, write_pretraining_records)
 
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
 
@@ -63,6 +66,24 @@ def test_eval_only_from_init_checkpoint_reproduces_the_trained_results(setup):
   assert results["global_step"] == 0  # Nothing trained here: the weights came from ckpt-4.
   for key in ("loss", "masked_lm_accuracy", "next_sentence_loss"):
     assert results[key] == pytest.approx(trained[key], rel=1e-5), key
+
+
+def test_resumed_run_reads_on_from_the_same_input_position(setup):
+  """A run "killed" after ckpt-2 and resumed ends with exactly the uninterrupted run's ckpt-4:
+  the weights, the optimizer moments and step, and so the same batches (CONFIG has no dropout;
+  --seed fixes the input order)."""
+  killed = setup["dir"] / "killed"
+  killed.mkdir()
+  for f in setup["trained"].glob("ckpt-2.*"):
+    shutil.copy(f, killed)
+  shutil.copy(setup["trained"] / "bert_config.json", killed)
+  (killed / "checkpoint").write_text('model_checkpoint_path: "ckpt-2"\n'
+                                     'all_model_checkpoint_paths: "ckpt-2"\n')
+  out = run_pretraining(*setup["common"], f"--output_dir={killed}", "--do_train")
+  assert out.returncode == 0, out.stderr[-3000:]
+  assert "resuming at global step 2" in out.stderr
+  assert_same_values(checkpoint_values(str(killed / "ckpt-4")),
+                     checkpoint_values(str(setup["trained"] / "ckpt-4")))
 
 
 @pytest.mark.parametrize("flags, messages", [
