@@ -7,6 +7,8 @@ latency spent tokenizing and packing in the graph.
 The requests are the task's dev pairs. The tokenization share compares `serving_default` (text
 in) with `serve_token_ids` (the same examples' ids in, packed by bert_tf's feature writer, the
 same ids the graph computes): share = 1 - ids latency / text latency, at the median.
+With --model_dir (run_classifier's output_dir), also checks the SavedModel's dev predictions
+against the in-process model restored from that folder's checkpoint.
 Prints one JSON line.
 """
 import json
@@ -21,6 +23,7 @@ import tensorflow_text  # noqa: F401 (registers the tokenizer's ops)
 from bert_tf.tasks import classification
 from bert_tf.tasks import glue
 from bert_tf.tokenization import FullTokenizer
+from export import saved_model
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("saved_model", None, "An exported version folder, e.g. /tmp/serving/1.")
@@ -29,6 +32,8 @@ flags.DEFINE_string("task_name", "MRPC", "The GLUE task.")
 flags.DEFINE_integer("num_requests", 200, "Batch-1 requests timed.")
 flags.DEFINE_integer("num_batches", 20, "Batch-32 requests timed.")
 flags.DEFINE_integer("max_seq_length", 128, "The exported model's max_seq_length.")
+flags.DEFINE_string("model_dir", None, "[Optional] The run_classifier output_dir exported: "
+                    "compare the SavedModel's dev logits with the in-process model's.")
 
 
 def _time(fn, requests) -> np.ndarray:
@@ -58,6 +63,20 @@ def _requests(examples, features, batch_size, count):
   return text, ids
 
 
+def _parity(serve_text, examples, features) -> dict:
+  """Max |logit difference| and label agreement, SavedModel (raw text) vs in-process model."""
+  serving, _ = saved_model.load_serving(FLAGS.model_dir)
+  exported, in_process = [], []
+  for i in range(0, len(examples), 32):
+    text, ids = _requests(examples[i:i + 32], features[i:i + 32], min(32, len(examples) - i), 1)
+    exported.append(serve_text(**text[0])["logits"].numpy())
+    in_process.append(serving.model(ids[0], training=False).numpy())
+  exported, in_process = np.concatenate(exported), np.concatenate(in_process)
+  return {"dev_examples": len(examples),
+          "dev_max_abs_logit_diff": float(np.max(np.abs(exported - in_process))),
+          "dev_label_agreement": float(np.mean(exported.argmax(1) == in_process.argmax(1)))}
+
+
 def main(argv):
   del argv
   model = tf.saved_model.load(FLAGS.saved_model)
@@ -74,7 +93,9 @@ def main(argv):
   text32, ids32 = _requests(examples, features, 32, FLAGS.num_batches)
   text32_s, ids32_s = _time(serve_text, text32), _time(serve_ids, ids32)
   ms = lambda x, q: round(float(np.percentile(x, q)) * 1000, 2)
+  parity = _parity(serve_text, examples, features) if FLAGS.model_dir else {}
   print(json.dumps({
+      **parity,
       "batch1_text_p50_ms": ms(text_s, 50), "batch1_text_p99_ms": ms(text_s, 99),
       "batch1_ids_p50_ms": ms(ids_s, 50), "batch1_ids_p99_ms": ms(ids_s, 99),
       "batch1_tokenization_share": round(1 - np.median(ids_s) / np.median(text_s), 3),
