@@ -13,7 +13,8 @@ The recipe, as bert_tf's: BertForSequenceClassification from the same weights (a
 layer on the pooled output, dropout 0.1); inputs padded to max_seq_length, pairs truncated
 longest-first; AdamW (eps 1e-6, weight decay 0.01 except biases and LayerNorm), linear warmup
 over 10% then linear decay, gradient clipping at global norm 1.0; int(N / batch * epochs) steps
-over a reshuffled stream of the training set. Prints one JSON line like benchmarks/glue.py.
+over a reshuffled stream of the training set (--original_schedule: bert_tf's decay from step 0).
+Prints one JSON line like benchmarks/glue.py.
 """
 import argparse
 import json
@@ -62,6 +63,9 @@ def main():
   parser.add_argument("--max_seq_length", type=int, default=128)
   parser.add_argument("--seed", type=int, default=12345)
   parser.add_argument("--threads", type=int, default=2)
+  parser.add_argument("--original_schedule", action="store_true",
+                      help="Decay the learning rate from step 0 as google-research/bert "
+                      "does, instead of from the end of warmup as transformers does.")
   args = parser.parse_args()
   torch.set_num_threads(args.threads)
   torch.manual_seed(args.seed)
@@ -85,8 +89,14 @@ def main():
             {"params": [p for n, p in model.named_parameters()
                         if any(k in n for k in no_decay)], "weight_decay": 0.0}]
   optimizer = torch.optim.AdamW(groups, lr=args.learning_rate, eps=1e-6)
-  schedule = transformers.get_linear_schedule_with_warmup(
-      optimizer, int(num_steps * 0.1), num_steps)
+  warmup = int(num_steps * 0.1)
+  if args.original_schedule:
+    # google-research/bert's (and bert_tf's): the decay is computed from step 0, so right
+    # after warmup the rate is already lr * (1 - warmup / num_steps).
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: step / warmup if step < warmup else 1 - step / num_steps)
+  else:
+    schedule = transformers.get_linear_schedule_with_warmup(optimizer, warmup, num_steps)
   model.train()
   for batch in batches(train, args.train_batch_size, num_steps, args.seed):
     loss = model(**batch).loss
@@ -106,6 +116,7 @@ def main():
   results = metrics_lib.compute(task.metrics, dev["labels"].numpy(), predictions)
   print(json.dumps({
       "impl": f"hf_transformers {transformers.__version__} torch {torch.__version__}",
+      "schedule": "original" if args.original_schedule else "transformers", "seed": args.seed,
       "task": args.task_name, "train_examples": num_examples, "steps": num_steps,
       "train_seconds": round(train_s, 1),
       "train_examples_per_s": round(num_steps * args.train_batch_size / train_s, 2),
