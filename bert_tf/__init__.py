@@ -2,6 +2,14 @@
 
 Cheap to import: heavy modules load on first use of the names below.
 """
+import os
+
+# tf.keras is tf_keras (Keras 2) in this project's processes: the project and the Model Garden
+# use tf_keras only, and tensorflow_text's layers, which load with it, subclass tf.keras. Left
+# as Keras 3, `import tensorflow` would also load all of Keras 3 (~90 MB, ~2 s) that nothing
+# uses. Effective only before TensorFlow is first imported; a user's own setting wins.
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
 from bert_tf.configs import BertConfig, preset
 
 

@@ -18,6 +18,9 @@ from data_gen.instances import TokenizedChunk
 # ~1 MB of text: ~250k wordpieces, ~2000 sequences of 128 per pass; a few hundred documents of
 # the usual size to draw "random next" sentences from.
 CHUNK_CHARS = 1 << 20
+# Sentences per call of the tokenizer: big enough to amortize the call, small enough that
+# TensorFlow's intermediate tensors stay a few MB.
+TOKENIZE_BATCH = 2048
 # Invalid UTF-8 lines whose file and line number are kept for the report.
 MAX_REPORTED_LINES = 5
 
@@ -86,13 +89,15 @@ def chunk_documents(documents: Iterable[list[str]],
 
 
 def tokenize_chunk(tokenizer, documents: list[list[str]]) -> TokenizedChunk:
-  """Tokenizes a chunk in one batch (`tokenizer.tokenize_ids`, a `FullTokenizer`).
+  """Tokenizes a chunk, TOKENIZE_BATCH sentences at a time (`tokenizer.tokenize_ids`, a
+  `FullTokenizer`).
 
   Sentences with no wordpieces (only control characters, say) are dropped, then documents
   left with no sentence, as in the original.
   """
   sentences = [line for document in documents for line in document]
-  ids = tokenizer.tokenize_ids(sentences)
+  ids = [piece_ids for start in range(0, len(sentences), TOKENIZE_BATCH)
+         for piece_ids in tokenizer.tokenize_ids(sentences[start:start + TOKENIZE_BATCH])]
   lengths = np.fromiter((len(x) for x in ids), np.int64, count=len(ids))
   kept = lengths > 0
   first_lines = np.cumsum([0] + [len(d) for d in documents[:-1]])

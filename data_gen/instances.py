@@ -14,7 +14,9 @@ instances are shuffled among themselves, so memory stays bounded whatever the co
 Numpy only: this runs in the data generator's worker processes, which never import TensorFlow.
 """
 import dataclasses
+import os
 import random
+from typing import Iterator
 
 import numpy as np
 
@@ -202,25 +204,51 @@ def pass_instances(chunk: TokenizedChunk, chunk_index: int, dupe_pass: int,
 
 @dataclasses.dataclass
 class ChunkRecords:
-  """A chunk's instances as serialized `tf.train.Example`s, and the counts the job reports."""
-  records: list[bytes]
+  """A chunk's instances as serialized `tf.train.Example`s, spilled to a local file by the
+  worker that made them, and the counts the job reports.
+
+  path:    the file: the records back to back, in the order they were made.
+  lengths: [records] int64, each record's size in bytes.
+  order:   [records] the order to write them in (the chunk's shuffle).
+  """
+  path: str
+  lengths: np.ndarray
+  order: np.ndarray
   instance_tokens: int = 0
   masked_tokens: int = 0
   random_next: int = 0
 
+  def __len__(self) -> int:
+    return len(self.lengths)
+
+  def records(self) -> Iterator[bytes]:
+    """The records in `order`, read one at a time from the file."""
+    offsets = np.cumsum(self.lengths) - self.lengths
+    with open(self.path, "rb") as f:
+      for i in self.order:
+        yield os.pread(f.fileno(), int(self.lengths[i]), int(offsets[i]))
+
 
 def chunk_records(chunk: TokenizedChunk, chunk_index: int, config: PretrainingDataConfig,
-                  vocab: masking.VocabInfo) -> ChunkRecords:
-  """The worker processes' unit of work: all dupe_factor passes over a chunk, serialized and
-  shuffled together (seeded by (random_seed, chunk_index)), as the original shuffles all its
-  instances. Each pass is serialized as soon as it is made, which keeps memory small."""
-  out = ChunkRecords(records=[])
-  for dupe_pass in range(config.dupe_factor):
-    batch = pass_instances(chunk, chunk_index, dupe_pass, config, vocab)
-    out.records += example_encoder.encode(batch.record_columns())
-    out.instance_tokens += int(batch.seq_length.sum())
-    out.masked_tokens += int(batch.num_masked.sum())
-    out.random_next += int(batch.is_random_next.sum())
+                  vocab: masking.VocabInfo, path: str) -> ChunkRecords:
+  """The worker processes' unit of work: all dupe_factor passes over a chunk, serialized to
+  the file `path` and shuffled together (seeded by (random_seed, chunk_index)), as the original
+  shuffles all its instances.
+
+  Each pass goes to the file as soon as it is made, and the records come back to the main
+  process as a file rather than pickled through a pipe: neither process ever holds a whole
+  chunk's records (~25 MB) in memory.
+  """
+  lengths, stats = [], dict(instance_tokens=0, masked_tokens=0, random_next=0)
+  with open(path, "wb") as f:
+    for dupe_pass in range(config.dupe_factor):
+      batch = pass_instances(chunk, chunk_index, dupe_pass, config, vocab)
+      records = example_encoder.encode(batch.record_columns())
+      f.writelines(records)
+      lengths += map(len, records)
+      stats["instance_tokens"] += int(batch.seq_length.sum())
+      stats["masked_tokens"] += int(batch.num_masked.sum())
+      stats["random_next"] += int(batch.is_random_next.sum())
   shuffle = np.random.default_rng(np.random.SeedSequence([config.random_seed, chunk_index]))
-  out.records = [out.records[i] for i in shuffle.permutation(len(out.records))]
-  return out
+  return ChunkRecords(path=path, lengths=np.array(lengths, np.int64),
+                      order=shuffle.permutation(len(lengths)), **stats)

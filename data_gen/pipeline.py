@@ -1,11 +1,12 @@
 """The pretraining data job: corpus -> chunks -> worker processes -> record shards.
 
-The main process streams the corpus in chunks (`documents`), tokenizes each in one batch
+The main process streams the corpus in chunks (`documents`), tokenizes them
 (tensorflow-text, about a million wordpieces a second: a small share of the work) and writes
 the shards. Worker processes pair, pack, mask and serialize the chunks
 (`instances.chunk_records`, numpy only): they are spawned (TensorFlow is not fork-safe) and
-never import TensorFlow, which would cost each of them ~800 MB. At most two chunks per worker
-are in flight, so memory stays flat whatever the corpus size.
+never import TensorFlow, which would cost each of them ~700 MB; they hand a chunk's records back
+as a local file. At most two chunks per worker are in flight, so memory stays flat whatever the
+corpus size.
 
 Deterministic: a chunk's instances depend on (random_seed, chunk index, dupe pass) alone, and
 the main process deals them round-robin to the shards in chunk order, so the same corpus, seed
@@ -22,6 +23,7 @@ import json
 import multiprocessing
 import os
 import sys
+import tempfile
 import time
 
 from data_gen import documents as documents_lib
@@ -44,7 +46,7 @@ class JobStats:
   seconds: float = 0.0
 
   def add(self, chunk: instances_lib.ChunkRecords) -> None:
-    self.instances += len(chunk.records)
+    self.instances += len(chunk)
     self.instance_tokens += chunk.instance_tokens
     self.masked_tokens += chunk.masked_tokens
     self.random_next += chunk.random_next
@@ -135,6 +137,9 @@ def create_pretraining_data(input_files: list[str],
   _remove_leftovers(output_files)
 
   with contextlib.ExitStack() as stack:
+    # The workers' record files (see `instances.ChunkRecords`); removed, whatever is left in
+    # it, however the job ends, after the workers have stopped.
+    spill_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="create_pretraining_data-"))
     pool = concurrent.futures.ProcessPoolExecutor(
         num_workers, mp_context=multiprocessing.get_context("spawn"))
     # Closed last, and on an error without running the chunks still queued.
@@ -143,8 +148,9 @@ def create_pretraining_data(input_files: list[str],
 
     def write(chunk: instances_lib.ChunkRecords) -> None:
       """Deals the chunk's records round-robin, continuing where the last chunk stopped."""
-      for i, record in enumerate(chunk.records, start=stats.instances):
+      for i, record in enumerate(chunk.records(), start=stats.instances):
         shards[i % len(shards)].write(record)
+      os.remove(chunk.path)
       stats.add(chunk)
       progress.update(stats)
 
@@ -156,7 +162,8 @@ def create_pretraining_data(input_files: list[str],
       stats.sentences += chunk.num_sentences
       stats.tokens += len(chunk.token_ids)
       if chunk.num_documents:
-        in_flight.append(pool.submit(instances_lib.chunk_records, chunk, index, config, vocab))
+        in_flight.append(pool.submit(instances_lib.chunk_records, chunk, index, config, vocab,
+                                     os.path.join(spill_dir, f"chunk-{index}")))
       if len(in_flight) >= 2 * num_workers:
         write(in_flight.popleft().result())
     while in_flight:

