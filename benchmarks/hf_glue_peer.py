@@ -19,6 +19,7 @@ Prints one JSON line like benchmarks/glue.py.
 import argparse
 import json
 import random
+import sys
 import time
 
 import numpy as np
@@ -98,8 +99,14 @@ def main():
   else:
     schedule = transformers.get_linear_schedule_with_warmup(optimizer, warmup, num_steps)
   model.train()
-  for batch in batches(train, args.train_batch_size, num_steps, args.seed):
+  losses = []
+  for step, batch in enumerate(batches(train, args.train_batch_size, num_steps, args.seed), 1):
     loss = model(**batch).loss
+    losses.append(loss.item())
+    if step % 50 == 0 or step == num_steps:  # as bert_tf's training log: the running mean
+      print(f"step {step}/{num_steps} | loss {np.mean(losses):.4f} | learning_rate "
+            f"{schedule.get_last_lr()[0]:.3e}", file=sys.stderr, flush=True)
+      losses = []
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     optimizer.step()
