@@ -36,15 +36,20 @@ flags.DEFINE_string("model_dir", None, "[Optional] The run_classifier output_dir
                     "compare the SavedModel's dev logits with the in-process model's.")
 
 
-def _time(fn, requests) -> np.ndarray:
-  """Seconds per call of fn(**request), after one untimed warm-up call."""
-  fn(**requests[0])
+def _time(text_fn, ids_fn, text_requests, ids_requests) -> tuple[np.ndarray, np.ndarray]:
+  """Seconds per call of each signature on the same examples, after an untimed warm-up call.
+  The two are called alternately, so that a drift in the machine's speed hits both alike."""
+  text_fn(**text_requests[0])
+  ids_fn(**ids_requests[0])
   times = []
-  for request in requests:
-    start = time.perf_counter()
-    fn(**request)
-    times.append(time.perf_counter() - start)
-  return np.array(times)
+  for text, ids in zip(text_requests, ids_requests):
+    pair = []
+    for fn, request in ((text_fn, text), (ids_fn, ids)):
+      start = time.perf_counter()
+      fn(**request)
+      pair.append(time.perf_counter() - start)
+    times.append(pair)
+  return tuple(np.array(times).T)
 
 
 def _requests(examples, features, batch_size, count):
@@ -89,9 +94,9 @@ def main(argv):
                                              FLAGS.max_seq_length, tokenizer)
 
   text1, ids1 = _requests(examples, features, 1, FLAGS.num_requests)
-  text_s, ids_s = _time(serve_text, text1), _time(serve_ids, ids1)
+  text_s, ids_s = _time(serve_text, serve_ids, text1, ids1)
   text32, ids32 = _requests(examples, features, 32, FLAGS.num_batches)
-  text32_s, ids32_s = _time(serve_text, text32), _time(serve_ids, ids32)
+  text32_s, ids32_s = _time(serve_text, serve_ids, text32, ids32)
   ms = lambda x, q: round(float(np.percentile(x, q)) * 1000, 2)
   parity = _parity(serve_text, examples, features) if FLAGS.model_dir else {}
   print(json.dumps({

@@ -64,8 +64,10 @@ class ClassifierServing(tf.Module):
     if text_b is not None:
       segments.append(self.tokenizer(text_b))
     # Round-robin trimming keeps the same ids as the training features' truncate_pair.
-    return layers.BertPackInputs.bert_pack_inputs(
+    packed = layers.BertPackInputs.bert_pack_inputs(
         segments, self.max_seq_length, truncator="round_robin", **self.special_ids)
+    # int32, as serve_token_ids takes them: the model then runs the same graph on both.
+    return {name: tf.cast(ids, tf.int32) for name, ids in packed.items()}
 
   def predict_ids(self, inputs: dict) -> dict:
     """The model's three inputs, int32 [batch, seq] → logits, probabilities and label (see
