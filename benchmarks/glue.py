@@ -32,6 +32,7 @@ flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate.")
 flags.DEFINE_integer("max_seq_length", 128, "Sequence length.")
 flags.DEFINE_integer("seed", 12345, "Seed.")
 flags.DEFINE_integer("iterations_per_loop", 50, "Steps per tf.function call.")
+flags.DEFINE_bool("jit_compile", False, "Compile the training step with XLA.")
 
 
 def main(argv):
@@ -43,7 +44,8 @@ def main(argv):
       do_train=True, do_eval=True, train_batch_size=FLAGS.train_batch_size,
       eval_batch_size=32, learning_rates=(FLAGS.learning_rate,),
       num_train_epochs=FLAGS.num_train_epochs, seed=FLAGS.seed,
-      iterations_per_loop=FLAGS.iterations_per_loop, save_checkpoints_steps=100000)
+      iterations_per_loop=FLAGS.iterations_per_loop, save_checkpoints_steps=100000,
+      jit_compile=FLAGS.jit_compile)
   tuner = fine_tune.FineTuner(args, distribute.get_strategy("one_device"))
   eval_records = fine_tune.write_split_records(tuner.task, args, tuner.tokenizer, "eval",
                                                tuner.task.eval_splits, args.eval_batch_size)
