@@ -5,6 +5,8 @@
   multi_worker_mirrored   MultiWorkerMirroredStrategy; the cluster comes from TF_CONFIG
   one_device              OneDeviceStrategy on the first GPU, else the CPU
   auto                    tpu when a TPU is named, mirrored with several GPUs, else one_device
+
+`distribute_datasets_from_function` / `distribute_dataset` feed a strategy's replicas.
 """
 from absl import logging
 import tensorflow as tf
@@ -83,3 +85,27 @@ def is_chief(strategy: tf.distribute.Strategy) -> bool:
     return True
   return task_type == "chief" or (task_type == "worker" and task_id == 0 and
                                   "chief" not in resolver.cluster_spec().as_dict())
+
+
+def _on_host_cpu(strategy: tf.distribute.Strategy) -> bool:
+  """One replica, on the CPU this process runs on."""
+  devices = strategy.extended.worker_devices
+  return len(devices) == 1 and tf.DeviceSpec.from_string(devices[0]).device_type == "CPU"
+
+
+def distribute_datasets_from_function(strategy: tf.distribute.Strategy, dataset_fn):
+  """`strategy.distribute_datasets_from_function(dataset_fn)`, but the dataset itself when the
+  one replica is the host CPU: there tf.distribute's wrapper only adds a MultiDeviceIterator
+  whose per-device pipelines run tf.data's autotuning thread, which can stall the end of a run
+  (see `tfrecords.datasets.NO_AUTOTUNE_THREAD`)."""
+  if _on_host_cpu(strategy):
+    return dataset_fn(tf.distribute.InputContext())
+  return strategy.distribute_datasets_from_function(dataset_fn)
+
+
+def distribute_dataset(strategy: tf.distribute.Strategy, dataset: tf.data.Dataset):
+  """`strategy.experimental_distribute_dataset(dataset)` (global batches split across the
+  replicas), but the dataset itself on the host CPU, as `distribute_datasets_from_function`."""
+  if _on_host_cpu(strategy):
+    return dataset
+  return strategy.experimental_distribute_dataset(dataset)

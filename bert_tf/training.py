@@ -5,8 +5,8 @@
 Each call of a `tf.function` runs `steps_per_loop` steps (`strategy.run` in a `tf.range` loop:
 what keeps TPUs fed). Each replica's loss is divided by the number of replicas, so the summed
 gradient is that of the global batch. Batches come from
-`strategy.distribute_datasets_from_function(dataset_fn)` with fixed shapes, so XLA and TPUs
-compile one program.
+`distribute.distribute_datasets_from_function(strategy, dataset_fn)` with fixed shapes, so XLA
+and TPUs compile one program.
 
 Checkpoints `ckpt-<global step>` go to output_dir every `save_checkpoints_steps`. A run started
 on an output_dir that holds one resumes from the latest: model, optimizer state (so the
@@ -250,7 +250,8 @@ def train(strategy: tf.distribute.Strategy,
   if step:
     logging.info("resuming at global step %d; skipping the input consumed so far", step)
 
-  iterator = iter(strategy.distribute_datasets_from_function(_skip_consumed(dataset_fn, step)))
+  iterator = iter(distribute.distribute_datasets_from_function(
+      strategy, _skip_consumed(dataset_fn, step)))
   loop = _loop_fn(strategy, _train_step_fn(model, optimizer, loss_fn, metrics,
                                            strategy.num_replicas_in_sync, jit_compile))
   writer = (tf.summary.create_file_writer(output_dir) if saver.is_chief
@@ -325,7 +326,7 @@ def evaluate(strategy: tf.distribute.Strategy,
     strategy.run(step, args=(features,))
 
   num_batches = 0
-  for features in strategy.distribute_datasets_from_function(dataset_fn):
+  for features in distribute.distribute_datasets_from_function(strategy, dataset_fn):
     if max_steps is not None and num_batches >= max_steps:
       break
     eval_step(features)

@@ -171,7 +171,7 @@ def predict_logits(strategy: tf.distribute.Strategy, model: tf_keras.Model,
               "is_real_example": f["is_real_example"][:, 0]}
     return tf.nest.map_structure(lambda t: strategy.gather(t, axis=0),
                                  strategy.run(replica_fn, args=(features,)))
-  batches = [step(b) for b in strategy.experimental_distribute_dataset(dataset)]
+  batches = [step(b) for b in distribute.distribute_dataset(strategy, dataset)]
   return {k: np.concatenate([b[k].numpy() for b in batches]) for k in batches[0]}
 
 
