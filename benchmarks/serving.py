@@ -23,7 +23,7 @@ import tensorflow_text  # noqa: F401 (registers the tokenizer's ops)
 from bert_tf.tasks import classification
 from bert_tf.tasks import glue
 from bert_tf.tokenization import FullTokenizer
-from export import saved_model
+from bert_tf.tasks import runner
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("saved_model", None, "An exported version folder, e.g. /tmp/serving/1.")
@@ -70,12 +70,12 @@ def _requests(examples, features, batch_size, count):
 
 def _parity(serve_text, examples, features) -> dict:
   """Max |logit difference| and label agreement, SavedModel (raw text) vs in-process model."""
-  serving, _ = saved_model.load_serving(FLAGS.model_dir)
+  _, model, _ = runner.load_trained(FLAGS.model_dir)
   exported, in_process = [], []
   for i in range(0, len(examples), 32):
     text, ids = _requests(examples[i:i + 32], features[i:i + 32], min(32, len(examples) - i), 1)
     exported.append(serve_text(**text[0])["logits"].numpy())
-    in_process.append(serving.model(ids[0], training=False).numpy())
+    in_process.append(model(ids[0], training=False).numpy())
   exported, in_process = np.concatenate(exported), np.concatenate(in_process)
   return {"dev_examples": len(examples),
           "dev_max_abs_logit_diff": float(np.max(np.abs(exported - in_process))),
@@ -87,7 +87,7 @@ def main(argv):
   model = tf.saved_model.load(FLAGS.saved_model)
   serve_text = model.signatures["serving_default"]
   serve_ids = model.signatures["serve_token_ids"]
-  task = glue.get_task(FLAGS.task_name, FLAGS.data_dir)
+  task = glue.get_task_data(FLAGS.task_name, FLAGS.data_dir)
   examples = task.get_examples(FLAGS.data_dir, task.eval_splits[0])
   tokenizer = FullTokenizer(f"{FLAGS.saved_model}/assets/vocab.txt", do_lower_case=True)
   features = classification.convert_examples(examples, task.label_list(FLAGS.data_dir),

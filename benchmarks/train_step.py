@@ -21,8 +21,7 @@ from bert_tf import checkpoints
 from bert_tf import distribute
 from bert_tf import optimization
 from bert_tf import training
-from bert_tf.modeling.classifier import build_classifier
-from bert_tf.tasks import fine_tune
+from bert_tf.tasks.classification import ClassificationConfig, ClassificationTask
 
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("steps", 20, "Timed steps (as many again run first, untimed).")
@@ -40,11 +39,12 @@ def main(argv):
            "input_mask": np.ones(shape, np.int32), "input_type_ids": np.zeros(shape, np.int32),
            "label_ids": rng.integers(0, 2, (shape[0], 1), dtype=np.int32)}
   steps = 2 * FLAGS.steps
+  task = ClassificationTask(ClassificationConfig(FLAGS.max_seq_length, labels=["0", "1"]))
   with tempfile.TemporaryDirectory() as output_dir:
     results = training.train(
-        distribute.get_strategy("one_device"), lambda: build_classifier(config, 2),
+        distribute.get_strategy("one_device"), lambda: task.build_model(config),
         lambda: optimization.create_optimizer(5e-5, steps, steps // 10),
-        fine_tune.loss_fn(regression=False),
+        task.loss,
         lambda ctx: tf.data.Dataset.from_tensors(batch).repeat(), output_dir, steps,
         steps_per_loop=FLAGS.steps, save_checkpoints_steps=steps,
         jit_compile=FLAGS.jit_compile)

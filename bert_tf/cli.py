@@ -1,9 +1,16 @@
-"""What the entry points share: google-research/bert's TPU flags, the new strategy, precision
-and XLA flags, and the strategy they select.
+"""What the entry points share: the model, training and fine-tuning flags (google-research/bert's
+names, defaults and meanings), the accelerator flags, and how a script turns its flags into
+plain arguments and a user's mistake into one line.
 
+Every entry point is one pattern: flags -> a plain arguments dataclass -> one library call.
 Only entry-point scripts (run_*.py) import this module: it defines absl flags. Libraries take
-the plain values (see `bert_tf.distribute.get_strategy`).
+the plain values (`runner.RunArgs`, `pretraining.PretrainArgs`, `distribute.get_strategy`).
 """
+import dataclasses
+import sys
+from typing import Callable
+
+from absl import app
 from absl import flags
 import tensorflow as tf
 
@@ -11,6 +18,64 @@ from bert_tf import distribute
 from bert_tf import training
 
 FLAGS = flags.FLAGS
+
+# What a user can get wrong (flags, files, data, the file system): one line, not a traceback.
+USER_ERRORS = (ValueError, OSError, FloatingPointError)
+
+
+def define_model_flags(max_seq_length: int, fine_tuning: bool = True) -> None:
+  """The pre-trained model: its config and weights, and the input length. Fine-tuning also
+  takes the vocabulary and its casing."""
+  flags.DEFINE_string("bert_config_file", None,
+                      "The config json file corresponding to the pre-trained BERT model. "
+                      "Defaults to the config beside --init_checkpoint (a Hugging Face folder's "
+                      "config.json, or bert_config.json beside a checkpoint).")
+  flags.DEFINE_string("init_checkpoint", None,
+                      "Initial checkpoint (usually from a pre-trained BERT model): a "
+                      "google-research/bert TF1 checkpoint, one of this project's, or a Hugging "
+                      "Face BERT folder.")
+  flags.DEFINE_integer("max_seq_length", max_seq_length,
+                       "The maximum total input sequence length after WordPiece tokenization. "
+                       "Sequences longer than this will be truncated, and sequences shorter "
+                       "than this will be padded.", lower_bound=3)
+  if fine_tuning:
+    flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was "
+                        "trained on. Defaults to vocab.txt beside --init_checkpoint.")
+    flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text. Should be "
+                      "True for uncased models and False for cased models.")
+
+
+def define_training_flags(fine_tuning: bool = True) -> None:
+  """Output, modes, batch sizes, checkpointing and the seed; fine-tuning adds prediction, the
+  epoch-based schedule, the paper's sweep and the export."""
+  flags.DEFINE_string("output_dir", None, "The output directory where the model checkpoints "
+                      "will be written.")
+  flags.DEFINE_bool("do_train", False, "Whether to run training.")
+  flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.")
+  flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training.", lower_bound=1)
+  flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.", lower_bound=1)
+  flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save the model "
+                       "checkpoint.", lower_bound=1)
+  flags.DEFINE_integer("iterations_per_loop", 1000, "How many steps to make in each estimator "
+                       "call (here: in each tf.function call of the training loop, and between "
+                       "log lines).", lower_bound=1)
+  flags.DEFINE_integer("seed", 12345, "Random seed: initialization, dropout and the order of "
+                       "the input (so a resumed run reads on from where it stopped); restart k "
+                       "of a fine-tuning sweep uses seed + k.")
+  if not fine_tuning:
+    return
+  flags.DEFINE_bool("do_predict", False, "Whether to run the model in inference mode on the "
+                    "test set.")
+  flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predict.", lower_bound=1)
+  flags.DEFINE_list("learning_rate", ["5e-5"], "The initial learning rate for Adam; several "
+                    "comma-separated values fine-tune once each, and the best on dev is kept.")
+  flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs to perform.")
+  flags.DEFINE_float("warmup_proportion", 0.1, "Proportion of training to perform linear "
+                     "learning rate warmup for. E.g., 0.1 = 10% of training.")
+  flags.DEFINE_integer("num_restarts", 1, "Fine-tune this many times per learning rate, with "
+                       "seeds seed, seed+1, ...; the best on dev is kept.", lower_bound=1)
+  flags.DEFINE_string("export_dir", None, "If set, export the (best) model as a SavedModel for "
+                      "TF Serving into <export_dir>/<next version>/.")
 
 
 def define_accelerator_flags() -> None:
@@ -31,11 +96,54 @@ def define_accelerator_flags() -> None:
   flags.DEFINE_bool("jit_compile", False, "Compile the forward and backward pass with XLA.")
 
 
+def define_fine_tuning_flags(max_seq_length: int) -> None:
+  """Everything a fine-tuning script shares: model, training, sweep, export, accelerator."""
+  define_model_flags(max_seq_length)
+  define_training_flags()
+  define_accelerator_flags()
+
+
+def learning_rates() -> tuple[float, ...]:
+  """--learning_rate's comma-separated values."""
+  try:
+    rates = tuple(float(v) for v in FLAGS.learning_rate)
+  except ValueError:
+    raise ValueError(f"--learning_rate={','.join(FLAGS.learning_rate)}: not a "
+                     "comma-separated list of numbers") from None
+  if not rates or any(r <= 0 for r in rates):
+    raise ValueError(f"--learning_rate={','.join(FLAGS.learning_rate)}: need positive values")
+  return rates
+
+
+def args_from_flags(cls, **values):
+  """An arguments dataclass from the flags of its fields' names; `values` override."""
+  names = [f.name for f in dataclasses.fields(cls) if f.name not in values and f.name in FLAGS]
+  return cls(**{name: FLAGS[name].value for name in names}, **values)
+
+
 def strategy_from_flags() -> tf.distribute.Strategy:
-  """The strategy the accelerator flags name; --use_tpu makes `auto` mean the TPU."""
+  """The strategy the accelerator flags name; --use_tpu makes `auto` mean the TPU. Also sets
+  --mixed_precision's policy: both come before any model is built."""
   name = FLAGS.distribution_strategy
   if FLAGS.use_tpu and name == "auto":
     name = "tpu"
-  return distribute.get_strategy(name, tpu=FLAGS.tpu_name or FLAGS.master,
-                                 tpu_zone=FLAGS.tpu_zone, gcp_project=FLAGS.gcp_project,
-                                 num_tpu_cores=FLAGS.num_tpu_cores)
+  strategy = distribute.get_strategy(name, tpu=FLAGS.tpu_name or FLAGS.master,
+                                     tpu_zone=FLAGS.tpu_zone, gcp_project=FLAGS.gcp_project,
+                                     num_tpu_cores=FLAGS.num_tpu_cores)
+  training.set_mixed_precision(FLAGS.mixed_precision)
+  return strategy
+
+
+def run_main(program: str, main: Callable[[], object], required: list[str]) -> None:
+  """Parses the flags and runs main(); a user's error exits non-zero with one line
+  `<program>: error: <message>`, naming the flag, file or line."""
+  def absl_main(argv):
+    if len(argv) > 1:
+      raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+    try:
+      main()
+    except USER_ERRORS as e:
+      sys.exit(f"{program}: error: {e}")
+
+  flags.mark_flags_as_required(required)
+  app.run(absl_main)

@@ -131,7 +131,7 @@ def _all_finite(variables) -> tf.Tensor:
   return tf.reduce_all([tf.reduce_all(tf.math.is_finite(v)) for v in variables])
 
 
-def _checkpoint(model: tf_keras.Model, global_step: tf.Variable, **items) -> tf.train.Checkpoint:
+def checkpoint(model: tf_keras.Model, global_step: tf.Variable, **items) -> tf.train.Checkpoint:
   """The model (also under its `checkpoint_items` names, e.g. `encoder`, for fine-tuning to
   read), the global step, and any other trackables (the optimizer)."""
   model_items = getattr(model, "checkpoint_items", {})
@@ -240,9 +240,9 @@ def train(strategy: tf.distribute.Strategy,
     model = model_fn()
     optimizer = optimizer_fn()
     metrics = _Metrics(_metric_names(model, loss_fn, dataset_fn))
-    checkpoint = _checkpoint(model, optimizer.iterations, optimizer=optimizer)
-  _restore(checkpoint, output_dir, model, init_fn)
-  saver = _Saver(strategy, checkpoint, output_dir, keep_checkpoint_max)
+    state = checkpoint(model, optimizer.iterations, optimizer=optimizer)
+  _restore(state, output_dir, model, init_fn)
+  saver = _Saver(strategy, state, output_dir, keep_checkpoint_max)
   step = int(optimizer.iterations.numpy())
   if step >= num_train_steps:
     logging.info("global step %d: already trained to %d steps", step, num_train_steps)
@@ -310,7 +310,7 @@ def evaluate(strategy: tf.distribute.Strategy,
     global_step = tf.Variable(0, dtype=tf.int64, trainable=False)
   latest = tf.train.latest_checkpoint(output_dir)
   if latest:
-    _read(_checkpoint(model, global_step), latest, partial=True)
+    _read(checkpoint(model, global_step), latest, partial=True)
   elif init_fn is not None:
     init_fn(model)
   else:

@@ -1,10 +1,11 @@
-"""Exports a model fine-tuned by run_classifier as a SavedModel for TF Serving.
+"""Exports a fine-tuned model (run_classifier, run_squad, ...) as a SavedModel for TF Serving.
 
   export_saved_model --model_dir=/tmp/mrpc --export_dir=/tmp/mrpc_serving --data_dir=glue/MRPC
 
-writes /tmp/mrpc_serving/<next version>/ (see `export.saved_model`): a `serving_default`
-signature on raw text (text_a, and text_b for pair tasks), `serve_token_ids` on token ids, the
-vocabulary as an asset, and warm-up requests from the first dev examples of --data_dir.
+writes /tmp/mrpc_serving/<next version>/ (see `export.saved_model`): the task's
+`serving_default` signature on raw text (a classifier: text_a and text_b -> label and
+probabilities; SQuAD: question and context -> answer), the vocabulary as an asset, and warm-up
+requests from the first eval examples of --data_dir.
 """
 import sys
 
@@ -16,14 +17,15 @@ from export import saved_model
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_string("model_dir", None, "run_classifier's --output_dir: holds the checkpoints, "
-                    "bert_config.json, vocab.txt and classifier_config.json.")
+flags.DEFINE_string("model_dir", None, "A run_* script's --output_dir: holds the checkpoints, "
+                    "bert_config.json, vocab.txt and task_config.json.")
 flags.DEFINE_string("export_dir", None, "TF Serving's model base path: the SavedModel goes to "
                     "<export_dir>/<1 + the largest version there>/.")
 flags.DEFINE_string("checkpoint", None, "A checkpoint prefix to export instead of the latest "
                     "in --model_dir.")
-flags.DEFINE_string("data_dir", None, "[Optional] The task's data: its first dev examples "
-                    "become the warm-up requests (else built-in sample texts).")
+flags.DEFINE_string("data_dir", None, "[Optional] The task's data (run_classifier's --data_dir, "
+                    "run_squad's --predict_file): its first eval examples become the warm-up "
+                    "requests (else built-in sample texts).")
 flags.DEFINE_string("model_name", "bert", "The model name in the warm-up requests (TF "
                     "Serving's --model_name).")
 
@@ -33,7 +35,7 @@ def main(argv):
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
   try:
     path = saved_model.export_from_output_dir(FLAGS.model_dir, FLAGS.export_dir,
-                                              data_dir=FLAGS.data_dir,
+                                              data=FLAGS.data_dir,
                                               checkpoint=FLAGS.checkpoint,
                                               model_name=FLAGS.model_name)
   except (ValueError, FileNotFoundError) as e:

@@ -13,10 +13,11 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
+from bert_tf import serving
 from bert_tf.configs import BertConfig
-from bert_tf.modeling.classifier import build_classifier
 from bert_tf.tasks import classification, glue
-from bert_tf.tasks.fine_tune import CLASSIFIER_CONFIG, ClassifierConfig
+from bert_tf.tasks.classification import ClassificationConfig, build_classifier
+from bert_tf.tasks.runner import TASK_CONFIG
 from bert_tf.tokenization import FullTokenizer
 from export import saved_model
 
@@ -100,14 +101,14 @@ def exported(tmp_path_factory):
                       initializer_range=0.2, hidden_act="gelu_exact")
   config.to_json_file(str(model_dir / "bert_config.json"))
   shutil.copy(VOCAB, model_dir / "vocab.txt")
-  ClassifierConfig("RTE", LABELS, True, MAX_SEQ_LENGTH, True).to_json_file(
-      str(model_dir / CLASSIFIER_CONFIG))
+  ClassificationConfig(MAX_SEQ_LENGTH, True, "RTE", LABELS, True).to_json_file(
+      str(model_dir / TASK_CONFIG))
   tf_keras.utils.set_random_seed(1)
   model = build_classifier(config, len(LABELS))
   tf.train.CheckpointManager(tf.train.Checkpoint(model=model), str(model_dir), 1,
                              checkpoint_name="ckpt").save(checkpoint_number=7)
   path = saved_model.export_from_output_dir(str(model_dir), str(tmp / "serving"),
-                                            data_dir=str(data_dir), model_name="rte")
+                                            data=str(data_dir), model_name="rte")
   return model_dir, data_dir, path, model, FullTokenizer(VOCAB, True)
 
 
@@ -127,31 +128,31 @@ def test_tf_serving_layout(exported, tmp_path):
   _, _, path, _, _ = exported
   assert os.path.basename(path) == "1"
   for name in ("saved_model.pb", "variables/variables.index", "assets/vocab.txt",
-               saved_model.WARMUP_FILE):
+               serving.WARMUP_FILE):
     assert os.path.isfile(os.path.join(path, name)), name
   with open(os.path.join(path, "assets", "vocab.txt"), "rb") as a, open(VOCAB, "rb") as b:
     assert a.read() == b.read()
   assert not [n for n in os.listdir(os.path.dirname(path)) if n.startswith(".tmp")]
   for name in ("1", "3", "tmp-9", "latest"):
     os.makedirs(tmp_path / name)
-  assert saved_model.next_version(str(tmp_path)) == 4
-  assert saved_model.next_version(str(tmp_path / "absent")) == 1
+  assert serving.next_version(str(tmp_path)) == 4
+  assert serving.next_version(str(tmp_path / "absent")) == 1
 
 
 def test_prediction_log_bytes_equal_tensorflow_serving_apis():
   inputs = {"text_a": np.array([b"hello", "café".encode()], dtype=object),
             "text_b": np.array([b"", b"world"], dtype=object)}
-  assert saved_model.prediction_log("bert", "serving_default", inputs) == (
+  assert serving.prediction_log("bert", "serving_default", inputs) == (
       REFERENCE_PREDICTION_LOG)
 
 
 def test_warmup_requests_are_the_dev_examples(exported):
   _, _, path, _, _ = exported
   records = [r.numpy() for r in tf.data.TFRecordDataset(
-      os.path.join(path, saved_model.WARMUP_FILE))]
+      os.path.join(path, serving.WARMUP_FILE))]
   pairs = [("A man plays.", "Someone plays."), ("It rains.", "The sun shines.")]
   def log(batch):
-    return saved_model.prediction_log("rte", "serving_default", {
+    return serving.prediction_log("rte", "serving_default", {
         "text_a": np.array([a.encode() for a, _ in batch], dtype=object),
         "text_b": np.array([b.encode() for _, b in batch], dtype=object)})
   assert records == [log([pairs[0]]), log([pairs[1]]), log(pairs)]
@@ -191,9 +192,9 @@ def test_fresh_process_predicts_as_the_in_process_model(exported, tmp_path):
 def test_in_graph_packing_equals_the_training_features(exported):
   """Round-robin trimming in the graph == truncate_pair in the feature writer."""
   _, _, _, model, tokenizer = exported
-  serving = saved_model.ClassifierServing(model, tokenizer, MAX_SEQ_LENGTH, LABELS, True)
+  module = classification.ClassifierServing(model, tokenizer, MAX_SEQ_LENGTH, LABELS, True)
   pairs = PAIRS + [("a b c d e f g h i j k l m n o p q r s t", "u v w x y z a b c d e f g")]
-  packed = serving.pack(tf.constant([a for a, _ in pairs]), tf.constant([b for _, b in pairs]))
+  packed = module.pack(tf.constant([a for a, _ in pairs]), tf.constant([b for _, b in pairs]))
   features = _features(tokenizer, pairs)
   for name, record_name in (("input_word_ids", "input_ids"), ("input_mask", "input_mask"),
                             ("input_type_ids", "segment_ids")):
@@ -203,10 +204,10 @@ def test_in_graph_packing_equals_the_training_features(exported):
 def test_regression_and_single_text_signatures(exported):
   _, _, _, _, tokenizer = exported
   config = BertConfig.from_json_file(str(exported[0] / "bert_config.json"))
-  serving = saved_model.ClassifierServing(build_classifier(config, 1), tokenizer,
+  module = classification.ClassifierServing(build_classifier(config, 1), tokenizer,
                                           MAX_SEQ_LENGTH, None, is_pair=False)
-  signatures = serving.signatures()
-  text = signatures[saved_model.TEXT_SIGNATURE]
+  signatures = module.signatures()
+  text = signatures[serving.TEXT_SIGNATURE]
   assert list(text.function_type.parameters) == ["text_a"]
   out = text(text_a=tf.constant(["fine", "", "word " * 500]))
   assert sorted(out) == ["label", "logits"]
@@ -236,5 +237,5 @@ def test_saved_model_cli_show_and_run(exported):
 
 
 def test_export_errors_name_the_folder(tmp_path):
-  with pytest.raises(FileNotFoundError, match=f"{tmp_path}/{CLASSIFIER_CONFIG}: not found"):
+  with pytest.raises(FileNotFoundError, match=f"{tmp_path}/{TASK_CONFIG}: not found"):
     saved_model.export_from_output_dir(str(tmp_path), str(tmp_path / "serving"))

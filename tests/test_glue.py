@@ -4,7 +4,8 @@ import os
 import numpy as np
 import pytest
 
-from bert_tf.tasks import classification, glue, metrics
+from bert_tf.tasks import classification, glue, metrics, runner
+from tfrecords import datasets, schema, writer
 
 
 def _write(path, lines, bom=False):
@@ -30,7 +31,7 @@ def test_mrpc_bom_and_unbalanced_quotes(tmp_path):
       _tsv("index", "#1 ID", "#2 ID", "#1 String", "#2 String"),
       _tsv("7", "1", "2", "Test a.", "Test b."),
   ])
-  task = glue.get_task("MRPC")
+  task = glue.get_task_data("MRPC")
   train = task.get_examples(str(tmp_path), task.train)
   assert train == [
       glue.InputExample("train-0", "He said the pie business doesn't fit.", '"The pie business',
@@ -47,7 +48,7 @@ def test_cola_has_no_header_in_train_but_one_in_test(tmp_path):
   _write(tmp_path / "dev.tsv", [_tsv("gj04", "1", "", "Our friends won't buy this."),
                                 _tsv("gj04", "0", "*", "They drank the pub.")])
   _write(tmp_path / "test.tsv", [_tsv("index", "sentence"), _tsv("0", "Bill left.")])
-  task = glue.get_task("cola")
+  task = glue.get_task_data("cola")
   dev = task.get_examples(str(tmp_path), task.eval_splits[0])
   assert [(e.text_a, e.label, e.text_b) for e in dev] == [
       ("Our friends won't buy this.", "1", None), ("They drank the pub.", "0", None)]
@@ -61,11 +62,11 @@ def test_stsb_is_regression_with_float_labels(tmp_path):
                 "sentence1", "sentence2", "score")
   _write(tmp_path / "train.tsv", [header, _tsv("0", "g", "f", "y", "0", "s", "s", "A plane.",
                                                "An air plane.", "4.750")])
-  task = glue.get_task("sts-b")
+  task = glue.get_task_data("sts-b")
   [example] = task.get_examples(str(tmp_path), task.train)
   assert example.label == 4.75 and example.text_b == "An air plane."
   assert task.is_regression and task.label_list(str(tmp_path)) is None
-  assert glue.get_task("STSB") is task
+  assert glue.get_task_data("STSB") is task
 
 
 def test_mnli_matched_and_mismatched(tmp_path):
@@ -74,7 +75,7 @@ def test_mnli_matched_and_mismatched(tmp_path):
   _write(tmp_path / "dev_matched.tsv", ["header"] + [row(["x"] * 5 + ["neutral"], "m a", "m b")])
   _write(tmp_path / "dev_mismatched.tsv",
          ["header"] + [row(["x"] * 5 + ["entailment"], "mm a", "mm b")])
-  task = glue.get_task("MNLI")
+  task = glue.get_task_data("MNLI")
   assert [s.name for s in task.eval_splits] == ["dev_matched", "dev_mismatched"]
   assert [s.submission for s in task.predict_splits] == ["MNLI-m.tsv", "MNLI-mm.tsv"]
   matched, mismatched = (task.get_examples(str(tmp_path), s) for s in task.eval_splits)
@@ -88,7 +89,7 @@ def test_xnli_filters_language_and_renames_contradictory(tmp_path):
   dev_row = lambda lang, label, a: _tsv(lang, label, "", "", "", "", a, "b")
   _write(tmp_path / "xnli.dev.tsv", ["header", dev_row("de", "neutral", "Hallo."),
                                       dev_row("fr", "entailment", "Bonjour.")])
-  task = glue.get_task("XNLI", xnli_language="de")
+  task = glue.get_task_data("XNLI", xnli_language="de")
   [train] = task.get_examples(str(tmp_path), task.train)
   assert train.label == "contradiction"
   [dev] = task.get_examples(str(tmp_path), task.eval_splits[0])
@@ -100,7 +101,7 @@ def test_generic_csv_labels_from_training_file(tmp_path):
                                    "ham,Hello,y", "eggs,Hi,z"])
   _write(tmp_path / "dev.csv", ["text_b,text_a,label", "x,Cheap!,spam"])
   _write(tmp_path / "test.csv", ["guid,text_a,text_b", "id7,Hey,w"])
-  task = glue.get_task("generic", str(tmp_path))
+  task = glue.get_task_data("generic", str(tmp_path))
   assert task.label_list(str(tmp_path)) == ["eggs", "ham", "spam"]
   assert not task.is_regression and task.is_pair
   train = task.get_examples(str(tmp_path), task.train)
@@ -115,11 +116,11 @@ def test_generic_csv_labels_from_training_file(tmp_path):
 
 def test_unknown_task_lists_known_ones():
   with pytest.raises(ValueError, match=r"unknown task 'mrcp'.*mrpc"):
-    glue.get_task("mrcp")
+    glue.get_task_data("mrcp")
 
 
 def test_missing_file_named(tmp_path):
-  task = glue.get_task("SST-2")
+  task = glue.get_task_data("SST-2")
   with pytest.raises(glue.DataError, match=r"train\.tsv: file not found"):
     task.get_examples(str(tmp_path), task.train)
 
@@ -127,7 +128,7 @@ def test_missing_file_named(tmp_path):
 def test_too_few_columns_names_file_and_line(tmp_path):
   _write(tmp_path / "dev.tsv", [_tsv("index", "sentence1", "sentence2", "label"),
                                 _tsv("0", "a", "b", "entailment"), _tsv("1", "only a")])
-  task = glue.get_task("RTE")
+  task = glue.get_task_data("RTE")
   with pytest.raises(glue.DataError, match=r"dev\.tsv:3: 2 columns, expected at least 4"):
     task.get_examples(str(tmp_path), task.eval_splits[0])
 
@@ -135,14 +136,14 @@ def test_too_few_columns_names_file_and_line(tmp_path):
 def test_unknown_label_names_file_and_line(tmp_path):
   _write(tmp_path / "train.tsv", [_tsv("sentence", "label"), _tsv("good", "1"),
                                   _tsv("bad", "2")])
-  task = glue.get_task("SST-2")
+  task = glue.get_task_data("SST-2")
   with pytest.raises(glue.DataError, match=r"train\.tsv:3: label '2' is not one of"):
     task.get_examples(str(tmp_path), task.train)
 
 
 def test_empty_file(tmp_path):
   _write(tmp_path / "train.tsv", [_tsv("sentence", "label")])
-  task = glue.get_task("SST-2")
+  task = glue.get_task_data("SST-2")
   with pytest.raises(glue.DataError, match=r"train\.tsv: no examples"):
     task.get_examples(str(tmp_path), task.train)
 
@@ -150,7 +151,7 @@ def test_empty_file(tmp_path):
 def test_non_numeric_regression_label(tmp_path):
   header = _tsv(*["c"] * 10)
   _write(tmp_path / "dev.tsv", [header, _tsv(*["x"] * 9, "high")])
-  task = glue.get_task("STS-B")
+  task = glue.get_task_data("STS-B")
   with pytest.raises(glue.DataError, match=r"dev\.tsv:2: label 'high' is not a number"):
     task.get_examples(str(tmp_path), task.eval_splits[0])
 
@@ -158,12 +159,12 @@ def test_non_numeric_regression_label(tmp_path):
 def test_generic_without_text_a_column(tmp_path):
   _write(tmp_path / "train.tsv", [_tsv("sentence", "label"), _tsv("x", "y")])
   with pytest.raises(glue.DataError, match=r"train\.tsv:1: header .* no 'text_a'"):
-    glue.get_task("generic", str(tmp_path))
+    glue.get_task_data("generic", str(tmp_path))
 
 
 def test_invalid_utf8_named(tmp_path):
   (tmp_path / "train.tsv").write_bytes(b"sentence\tlabel\nbad \xff byte\t1\n")
-  task = glue.get_task("SST-2")
+  task = glue.get_task_data("SST-2")
   with pytest.raises(glue.DataError, match=r"train\.tsv: not valid UTF-8"):
     task.get_examples(str(tmp_path), task.train)
 
@@ -252,11 +253,12 @@ def test_records_round_trip_with_padding(tmp_path, tokenizer):
   examples = [glue.InputExample(str(i), f"text {i}", None, "1" if i % 2 else "0")
               for i in range(5)]
   features = classification.convert_examples(examples, ["0", "1"], 8, tokenizer)
-  features += classification.padding_features(len(features), 4, 8)
+  layout = schema.classifier_features(8)
+  features += runner.padding_records(layout, -len(features) % 4)
   assert len(features) == 8
   path = str(tmp_path / "eval.tf_record")
-  assert classification.write_records(path, features, 8, regression=False) == 8
-  batches = list(classification.dataset(path, 8, False, batch_size=4, is_training=False))
+  assert writer.write_records(path, layout, features) == 8
+  batches = list(datasets.record_dataset([path], layout, batch_size=4, is_training=False))
   assert len(batches) == 2
   assert batches[0]["input_word_ids"].shape == (4, 8)
   labels = np.concatenate([b["label_ids"].numpy()[:, 0] for b in batches])

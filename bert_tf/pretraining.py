@@ -1,0 +1,171 @@
+"""Pretraining BERT (masked LM + next sentence prediction) on google-research/bert's records,
+callable without flags:
+
+    pretrain(PretrainArgs(bert_config_file=..., input_file="data/*.tfrecord",
+                          output_dir=..., do_train=True), strategy)
+
+output_dir receives `ckpt-<step>` checkpoints (a re-run resumes from the latest), a copy of
+bert_config.json beside them (so the checkpoints load as `--init_checkpoint` elsewhere),
+TensorBoard summaries, and with do_eval eval_results.txt.
+"""
+import dataclasses
+import functools
+import os
+
+from absl import logging
+import tensorflow as tf
+
+from bert_tf import checkpoints
+from bert_tf import distribute
+from bert_tf import optimization
+from bert_tf import training
+from bert_tf.configs import BertConfig
+from bert_tf.modeling import pretrainer
+from tfrecords import datasets
+from tfrecords import schema
+
+
+@dataclasses.dataclass
+class PretrainArgs:
+  """The plain arguments of a run: run_pretraining's flags of the same names."""
+  bert_config_file: str
+  input_file: str
+  output_dir: str
+  init_checkpoint: str | None = None
+  max_seq_length: int = 128
+  max_predictions_per_seq: int = 20
+  do_train: bool = False
+  do_eval: bool = False
+  train_batch_size: int = 32
+  eval_batch_size: int = 8
+  learning_rate: float = 5e-5
+  num_train_steps: int = 100000
+  num_warmup_steps: int = 10000
+  save_checkpoints_steps: int = 1000
+  iterations_per_loop: int = 1000
+  max_eval_steps: int = 100
+  optimizer: str = "adamw"
+  objective: str = "mlm"
+  nsp: bool = True
+  seed: int = 12345
+  mixed_precision: str = "none"
+  jit_compile: bool = False
+
+
+# Record features -> the flag that sets their length.
+LENGTH_FLAGS = {"input_ids": "max_seq_length", "input_mask": "max_seq_length",
+                "segment_ids": "max_seq_length", "masked_lm_positions": "max_predictions_per_seq",
+                "masked_lm_ids": "max_predictions_per_seq",
+                "masked_lm_weights": "max_predictions_per_seq"}
+
+def check_records(files: list[str], features: list[schema.Feature]) -> None:
+  """Raises ValueError when the first record of a file disagrees with the flags' lengths:
+  parsing would fail later, deep inside the training loop, with a less helpful message."""
+  for path in files:
+    for serialized in tf.data.TFRecordDataset(path).take(1):
+      example = tf.train.Example.FromString(serialized.numpy()).features.feature
+      for f in features:
+        if f.name not in example:
+          raise ValueError(f"{path}: the records have no feature {f.name!r}")
+        kind = example[f.name].WhichOneof("kind")
+        length = len(getattr(example[f.name], kind).value)
+        if length != f.length:
+          flag = LENGTH_FLAGS.get(f.name)
+          raise ValueError(f"{path}: feature {f.name!r} has length {length} in the records, "
+                           f"but {f'--{flag}=' if flag else 'the layout says '}{f.length}")
+
+
+class _Pretraining:
+  """One run: the model, optimizer and input that the args describe."""
+
+  def __init__(self, args: PretrainArgs, strategy: tf.distribute.Strategy, config: BertConfig,
+               files: list[str]):
+    self.args = args
+    self.strategy = strategy
+    self.config = config
+    self.files = files
+    self.loss_fn = functools.partial(pretrainer.pretraining_loss, objective=args.objective,
+                                     nsp=args.nsp)
+
+  def model_fn(self):
+    args = self.args
+    return pretrainer.build_pretrainer(self.config, args.max_seq_length,
+                                       args.max_predictions_per_seq, objective=args.objective,
+                                       nsp=args.nsp)
+
+  def init_fn(self):
+    if not self.args.init_checkpoint:
+      return None
+    def init(model):
+      parts = checkpoints.load_into_pretrainer(model, self.args.init_checkpoint)
+      logging.info("initialized %s from %s", ", ".join(parts), self.args.init_checkpoint)
+    return init
+
+  def train(self) -> None:
+    args = self.args
+    def dataset_fn(ctx):
+      return datasets.pretraining_dataset(self.files, args.max_seq_length,
+                                          args.max_predictions_per_seq, args.train_batch_size,
+                                          is_training=True, input_context=ctx, seed=args.seed)
+    optimizer_fn = functools.partial(
+        optimization.create_optimizer, args.learning_rate, args.num_train_steps,
+        args.num_warmup_steps, optimizer=args.optimizer,
+        loss_scaling=args.mixed_precision == "fp16")
+    training.train(self.strategy, self.model_fn, optimizer_fn, self.loss_fn, dataset_fn,
+                   args.output_dir, args.num_train_steps, steps_per_loop=args.iterations_per_loop,
+                   save_checkpoints_steps=args.save_checkpoints_steps, init_fn=self.init_fn(),
+                   jit_compile=args.jit_compile)
+
+  def evaluate(self) -> dict:
+    args = self.args
+    def dataset_fn(ctx):
+      # Whole batches only, as the original: one static shape for XLA and TPUs.
+      return datasets.record_dataset(
+          self.files, schema.pretraining_features(args.max_seq_length,
+                                                  args.max_predictions_per_seq),
+          args.eval_batch_size, is_training=False, input_context=ctx, drop_remainder=True)
+    results = training.evaluate(self.strategy, self.model_fn, self.loss_fn, dataset_fn,
+                                args.output_dir, max_steps=args.max_eval_steps,
+                                init_fn=self.init_fn())
+    if distribute.is_chief(self.strategy):
+      path = os.path.join(args.output_dir, "eval_results.txt")
+      training.write_eval_results(path, results)
+      logging.info("***** Eval results *****\n%s",
+                   "\n".join(f"  {k} = {v}" for k, v in sorted(results.items())))
+    return results
+
+
+def _write_config(config: BertConfig, args: PretrainArgs) -> None:
+  """bert_config.json beside the checkpoints, so that they load as an --init_checkpoint
+  elsewhere. Refuses to replace another config that checkpoints were written with."""
+  path = os.path.join(args.output_dir, "bert_config.json")
+  if tf.train.latest_checkpoint(args.output_dir) and tf.io.gfile.exists(path):
+    if BertConfig.from_json_file(path) != config:
+      raise ValueError(f"{path}: the checkpoints in --output_dir were made with this config, "
+                       f"which differs from --bert_config_file {args.bert_config_file}")
+    return
+  config.to_json_file(f"{path}.tmp-{os.getpid()}")
+  tf.io.gfile.rename(f"{path}.tmp-{os.getpid()}", path, overwrite=True)
+
+
+def pretrain(args: PretrainArgs, strategy: tf.distribute.Strategy) -> dict:
+  """Runs what args ask for; returns the eval results (empty without do_eval). Raises
+  ValueError / FileNotFoundError / FloatingPointError with a message for the user.
+
+  The strategy comes first (multi-worker collectives must be set up before any TF op), with
+  the mixed-precision policy already set (`training.set_mixed_precision`).
+  """
+  if not args.do_train and not args.do_eval:
+    raise ValueError("At least one of `do_train` or `do_eval` must be True.")
+  config = BertConfig.from_json_file(args.bert_config_file)
+  files = datasets.list_files(args.input_file)
+  tf.random.set_seed(args.seed)  # After the strategy: multi-worker setup must come first.
+  check_records(files, schema.pretraining_features(args.max_seq_length,
+                                                   args.max_predictions_per_seq))
+  tf.io.gfile.makedirs(args.output_dir)
+  if distribute.is_chief(strategy):
+    _write_config(config, args)
+  run = _Pretraining(args, strategy, config, files)
+  if args.do_train:
+    run.train()
+  return run.evaluate() if args.do_eval else {}

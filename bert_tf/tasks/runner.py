@@ -1,0 +1,384 @@
+"""The one fine-tuning runner: any `FineTuningTask`, as google-research/bert's run_* scripts
+run theirs, plus the paper's recipe (several learning rates and restarts, the best on dev kept).
+
+    run(task, RunArgs(output_dir=..., init_checkpoint=..., do_train=True, ...), strategy)
+
+output_dir receives (the original's names first):
+  train.tf_record, eval.tf_record, predict.tf_record      the features (a split after the
+                                                           first of its kind: eval_<split>...)
+  ckpt-<step>                                              the model (the best run's, in a sweep)
+  eval_results.txt, eval_results.json                      dev metrics of the best run
+  the task's prediction files                              e.g. test_results.tsv, predictions.json
+  sweep_results.tsv                                        every run's dev metrics
+  bert_config.json, vocab.txt, task_config.json            what export and later runs read back
+  runs/lr<lr>_seed<seed>/                                  each run's checkpoints, in a sweep
+
+Every path goes through tf.io.gfile, so output_dir may be gs:// (Cloud TPUs) or ram://.
+"""
+import dataclasses
+import json
+import os
+import time
+
+from absl import logging
+import numpy as np
+import tensorflow as tf
+import tf_keras
+
+from bert_tf import checkpoints
+from bert_tf import distribute
+from bert_tf import optimization
+from bert_tf import serving
+from bert_tf import training
+from bert_tf.configs import BertConfig
+from bert_tf.tasks import task_class
+from bert_tf.tasks.task import FineTuningTask, Features, write_text
+from bert_tf.tokenization import FullTokenizer
+from tfrecords import datasets, writer
+
+TASK_CONFIG = "task_config.json"
+
+
+@dataclasses.dataclass
+class RunArgs:
+  """The task-independent arguments of a run: the run_* scripts' flags of the same names."""
+  output_dir: str
+  bert_config_file: str | None = None
+  vocab_file: str | None = None
+  init_checkpoint: str | None = None
+  do_train: bool = False
+  do_eval: bool = False
+  do_predict: bool = False
+  train_batch_size: int = 32
+  eval_batch_size: int = 8
+  predict_batch_size: int = 8
+  learning_rates: tuple[float, ...] = (5e-5,)
+  num_restarts: int = 1
+  num_train_epochs: float = 3.0
+  warmup_proportion: float = 0.1
+  save_checkpoints_steps: int = 1000
+  iterations_per_loop: int = 1000
+  seed: int = 12345
+  mixed_precision: str = "none"
+  jit_compile: bool = False
+  export_dir: str | None = None
+
+
+def resolve_files(args: RunArgs, max_seq_length: int) -> tuple[BertConfig, str]:
+  """(BertConfig, vocab file): from the flags, else from beside --init_checkpoint (a Hugging
+  Face folder's config.json and vocab.txt, or a checkpoint's bert_config.json and vocab.txt)."""
+  if args.bert_config_file:
+    config = BertConfig.from_json_file(args.bert_config_file)
+  elif args.init_checkpoint:
+    config = checkpoints.load_config(args.init_checkpoint)
+  else:
+    raise ValueError("--bert_config_file is required (or an --init_checkpoint with its config)")
+  vocab_file = args.vocab_file
+  if not vocab_file and args.init_checkpoint:
+    folder = (args.init_checkpoint if tf.io.gfile.isdir(args.init_checkpoint)
+              else os.path.dirname(args.init_checkpoint))
+    vocab_file = os.path.join(folder, "vocab.txt")
+    if not tf.io.gfile.exists(vocab_file):
+      raise FileNotFoundError(f"--vocab_file is required: no vocab.txt beside "
+                              f"--init_checkpoint={args.init_checkpoint}")
+  if not vocab_file:
+    raise ValueError("--vocab_file is required (or an --init_checkpoint with vocab.txt beside it)")
+  if max_seq_length > config.max_position_embeddings:
+    raise ValueError(f"--max_seq_length={max_seq_length} is longer than the model's "
+                     f"max_position_embeddings={config.max_position_embeddings}")
+  return config, vocab_file
+
+
+def restore(model: tf_keras.Model, checkpoint: str) -> int:
+  """Restores a fine-tuned model's checkpoint (training's, with optimizer state, or a sweep's
+  best) into `model`. Returns its global step; ValueError naming the checkpoint if a variable
+  of the model is missing from it."""
+  try:
+    tf.train.Checkpoint(model=model).read(checkpoint).expect_partial() \
+        .assert_existing_objects_matched()
+  except (AssertionError, ValueError, tf.errors.OpError) as e:
+    raise ValueError(f"{checkpoint}: does not match the model: {e}") from e
+  step = tf.Variable(0, dtype=tf.int64)
+  tf.train.Checkpoint(global_step=step).read(checkpoint).expect_partial()
+  return int(step.numpy())
+
+
+def load_trained(model_dir: str, checkpoint: str | None = None, data: str | None = None
+                 ) -> tuple[FineTuningTask, tf_keras.Model, FullTokenizer]:
+  """A run's task (from task_config.json; `data` says where its examples are, see
+  `FineTuningTask.from_config`), its model restored from the latest checkpoint in model_dir
+  (or `checkpoint`), in float32 whatever it was trained in, and its tokenizer."""
+  path = os.path.join(model_dir, TASK_CONFIG)
+  if not tf.io.gfile.exists(path):
+    raise FileNotFoundError(f"{path}: not found (a fine-tuning run writes it into output_dir)")
+  with tf.io.gfile.GFile(path) as f:
+    try:
+      values = json.load(f)
+    except json.JSONDecodeError as e:
+      raise ValueError(f"{path}: not valid JSON ({e})") from None
+  cls = task_class(values.get("task", ""), path)
+  task = cls.from_config(cls.config_class.from_dict(values, path), data)
+  bert_config = BertConfig.from_json_file(os.path.join(model_dir, "bert_config.json"))
+  tokenizer = FullTokenizer(os.path.join(model_dir, "vocab.txt"), task.config.do_lower_case)
+  checkpoint = checkpoint or tf.train.latest_checkpoint(model_dir)
+  if not checkpoint:
+    raise FileNotFoundError(f"{model_dir}: no checkpoint")
+  tf_keras.mixed_precision.set_global_policy("float32")
+  model = task.build_model(bert_config)
+  restore(model, checkpoint)
+  return task, model, tokenizer
+
+
+@dataclasses.dataclass
+class SplitRecords:
+  """A split written as records: its examples, features, and the record file."""
+  name: str
+  examples: list
+  features: Features
+  path: str
+
+
+def _record_name(kind: str, index: int, split: str) -> str:
+  """The original's names for the first split of a kind; the split's name after others."""
+  return f"{kind}.tf_record" if index == 0 else f"{kind}_{split}.tf_record"
+
+
+def padding_records(layout, count: int) -> list[dict]:
+  """All-zero records (is_real_example 0 where the layout has it) that fill the last batch,
+  so evaluation and prediction see static batch shapes (what TPUs and XLA need)."""
+  return [{f.name: np.zeros([f.length]) for f in layout}] * count
+
+
+class Runner:
+  """One run_* invocation: records, the runs of the sweep, results and prediction files."""
+
+  def __init__(self, task: FineTuningTask, args: RunArgs, strategy: tf.distribute.Strategy):
+    if not (args.do_train or args.do_eval or args.do_predict):
+      raise ValueError("At least one of `do_train`, `do_eval` or `do_predict' must be True.")
+    runs = len(args.learning_rates) * args.num_restarts
+    if runs > 1 and args.do_train and not args.do_eval:
+      raise ValueError(f"{runs} runs (--learning_rate values x --num_restarts) need --do_eval: "
+                       "the best on dev is kept")
+    self.task = task
+    self.args = args
+    self.strategy = strategy
+    self.bert_config, vocab_file = resolve_files(args, task.config.max_seq_length)
+    self.tokenizer = FullTokenizer(vocab_file, task.config.do_lower_case)
+    task.check_inputs([m for m, on in zip(("train", "eval", "predict"),
+                                          (args.do_train, args.do_eval, args.do_predict)) if on])
+    self.is_chief = distribute.is_chief(strategy)
+    self._predictions = {}  # split -> (examples, predictions): a split both scored and written.
+    tf.io.gfile.makedirs(args.output_dir)
+    if self.is_chief:
+      self._write_model_files(vocab_file)
+
+  def _write_model_files(self, vocab_file: str) -> None:
+    """bert_config.json and vocab.txt beside the checkpoints (so they load as an
+    --init_checkpoint, and export finds everything in one folder), and task_config.json."""
+    out = self.args.output_dir
+    self.bert_config.to_json_file(os.path.join(out, "bert_config.json"))
+    if os.path.abspath(vocab_file) != os.path.abspath(os.path.join(out, "vocab.txt")):
+      tf.io.gfile.copy(vocab_file, os.path.join(out, "vocab.txt"), overwrite=True)
+    self.task.config.to_json_file(os.path.join(out, TASK_CONFIG))
+
+  def write_records(self, mode: str, batch_size: int,
+                    only: list[str] | None = None) -> list[SplitRecords]:
+    """Each split of the mode (or those of `only`) as features in `<mode>[_<split>].tf_record`;
+    eval and predict records are padded to whole batches (their outputs are dropped again)."""
+    out = []
+    is_training = mode == "train"
+    layout = self.task.record_layout(is_training)
+    for index, split in enumerate(self.task.splits(mode)):
+      if only is not None and split not in only:
+        continue
+      examples = self.task.read_examples(split)
+      features = self.task.convert_examples(examples, self.tokenizer, is_training)
+      records = features.records
+      if not is_training:
+        records = records + padding_records(layout, -len(records) % batch_size)
+      path = os.path.join(self.args.output_dir, _record_name(mode, index, split))
+      writer.write_records(path, layout, records)
+      logging.info("%s: %d examples, %d features (%d with padding) -> %s", split, len(examples),
+                   len(features), len(records), path)
+      out.append(SplitRecords(split, examples, features, path))
+    return out
+
+  def dataset(self, records: SplitRecords, batch_size: int, is_training: bool, seed=None,
+              ctx=None) -> tf.data.Dataset:
+    return datasets.record_dataset([records.path], self.task.record_layout(is_training),
+                                   batch_size, is_training, input_context=ctx, seed=seed,
+                                   drop_remainder=True)
+
+  def init_fn(self, model: tf_keras.Model) -> None:
+    """Loads --init_checkpoint into the encoder (the task's head stays freshly drawn)."""
+    if self.args.init_checkpoint:
+      checkpoints.load_into_encoder(model.checkpoint_items["encoder"], self.args.init_checkpoint)
+      logging.info("initialized the encoder from %s", self.args.init_checkpoint)
+
+  def train(self, records: SplitRecords, learning_rate: float, seed: int,
+            run_dir: str) -> tuple[tf_keras.Model, dict]:
+    """One fine-tuning run in run_dir (resuming from its latest checkpoint). Returns the
+    trained model and {global_step, train_seconds, examples_per_second}."""
+    args = self.args
+    # Steps from the features, not the examples: a SQuAD question has several windows.
+    num_train_steps = int(len(records.features) / args.train_batch_size * args.num_train_epochs)
+    if num_train_steps < 1:
+      raise ValueError(f"{len(records.features)} training features make no step of "
+                       f"--train_batch_size={args.train_batch_size}")
+    num_warmup_steps = int(num_train_steps * args.warmup_proportion)
+    tf_keras.utils.set_random_seed(seed)
+    built = []
+
+    def model_fn():
+      built.append(self.task.build_model(self.bert_config))
+      return built[-1]
+
+    start = time.time()
+    results = training.train(
+        self.strategy, model_fn,
+        lambda: optimization.create_optimizer(
+            learning_rate, num_train_steps, num_warmup_steps,
+            loss_scaling=args.mixed_precision == "fp16"),
+        self.task.loss,
+        lambda ctx: self.dataset(records, args.train_batch_size, True, seed, ctx),
+        run_dir, num_train_steps, steps_per_loop=args.iterations_per_loop,
+        save_checkpoints_steps=args.save_checkpoints_steps, init_fn=self.init_fn,
+        jit_compile=args.jit_compile)
+    seconds = time.time() - start
+    return built[-1], {"global_step": results["global_step"], "train_seconds": seconds,
+                       "examples_per_second": num_train_steps * args.train_batch_size / seconds}
+
+  def restore(self) -> tuple[tf_keras.Model, int]:
+    """The model of output_dir's latest checkpoint, else --init_checkpoint's encoder."""
+    with self.strategy.scope():
+      model = self.task.build_model(self.bert_config)
+    latest = tf.train.latest_checkpoint(self.args.output_dir)
+    if latest:
+      logging.info("restoring %s", latest)
+      return model, restore(model, latest)
+    if not self.args.init_checkpoint:
+      raise FileNotFoundError(f"no checkpoint in {self.args.output_dir} and no "
+                              "--init_checkpoint: nothing to evaluate or predict with")
+    self.init_fn(model)
+    return model, 0
+
+  def predict(self, model: tf_keras.Model, records: SplitRecords, batch_size: int):
+    """The task's per-example predictions for a split: the model over its records (each global
+    batch split across replicas in order and gathered back), then post-processing."""
+    strategy = self.strategy
+
+    @tf.function
+    def step(features):
+      def replica_fn(f):
+        return self.task.predict_outputs(f, model(f, training=False))
+      return tf.nest.map_structure(lambda t: strategy.gather(t, axis=0),
+                                   strategy.run(replica_fn, args=(features,)))
+
+    dataset = self.dataset(records, batch_size, False)
+    batches = [step(b) for b in distribute.distribute_dataset(strategy, dataset)]
+    num = len(records.features)
+    outputs = {k: np.concatenate([b[k].numpy() for b in batches])[:num] for k in batches[0]}
+    return self.task.postprocess(records.examples, records.features, outputs)
+
+  def evaluate(self, model: tf_keras.Model, eval_records: list[SplitRecords]) -> dict:
+    """Dev metrics, named as the original's eval_results.txt: `eval_<metric>` for the first
+    eval split, `eval_<split>_<metric>` for others (MNLI's dev_mismatched)."""
+    results = {}
+    for index, records in enumerate(eval_records):
+      predictions = self.predict(model, records, self.args.eval_batch_size)
+      self._predictions[records.name] = (records.examples, predictions)
+      prefix = "eval_" if index == 0 else f"eval_{records.name}_"
+      metrics = self.task.evaluate(records.examples, predictions)
+      results.update({prefix + k: v for k, v in metrics.items()})
+    return results
+
+  def run(self) -> dict:
+    """Does what the arguments ask; returns {"best": results, "runs": every run's}."""
+    args = self.args
+    eval_records = self.write_records("eval", args.eval_batch_size) if args.do_eval else []
+    if args.do_train:
+      [train_records] = self.write_records("train", args.train_batch_size)
+      model, results, runs = self.sweep(train_records, eval_records)
+    else:
+      model, step = self.restore()
+      results, runs = {"global_step": step}, []
+      if args.do_eval:
+        results.update(self.evaluate(model, eval_records))
+    if args.do_eval and self.is_chief:
+      self.write_eval_results(results, runs)
+    if args.do_predict:
+      self.write_predictions(model)
+    if args.export_dir and self.is_chief:
+      data = eval_records[0].examples if eval_records else None
+      path = serving.export(self.task.serving_module(model, self.tokenizer), args.export_dir,
+                            self.task.warmup_inputs(examples=data))
+      logging.info("exported the model for TF Serving to %s", path)
+      results["export_path"] = path
+    return {"best": results, "runs": runs}
+
+  def sweep(self, train_records: SplitRecords, eval_records: list[SplitRecords]):
+    """Fine-tunes once per (learning rate, restart); keeps the best on the task's primary
+    metric on the first dev split. Returns (best model, its results, every run's results)."""
+    args = self.args
+    single = len(args.learning_rates) * args.num_restarts == 1
+    best_model, best, best_predictions, runs = None, None, {}, []
+    for learning_rate in args.learning_rates:
+      for restart in range(args.num_restarts):
+        seed = args.seed + restart
+        run_dir = (args.output_dir if single else
+                   os.path.join(args.output_dir, "runs", f"lr{learning_rate:g}_seed{seed}"))
+        model, trained = self.train(train_records, learning_rate, seed, run_dir)
+        results = {"learning_rate": learning_rate, "seed": seed, **trained}
+        self._predictions.clear()
+        if eval_records:
+          results.update(self.evaluate(model, eval_records))
+          logging.info("run lr=%g seed=%d: %s", learning_rate, seed, results)
+        runs.append(results)
+        key = f"eval_{self.task.primary_metric}"
+        if best is None or (key in results and results[key] > best[key]):
+          best_model, best, best_predictions = model, results, dict(self._predictions)
+    self._predictions = best_predictions
+    if not single and self.is_chief:
+      # The best run's weights become output_dir's checkpoint, saved as training saves (the
+      # encoder also under its own name) so it loads for predict, export and as a later
+      # run's --init_checkpoint.
+      step = tf.Variable(best["global_step"], dtype=tf.int64)
+      tf.train.CheckpointManager(training.checkpoint(best_model, step), args.output_dir,
+                                 max_to_keep=1, checkpoint_name="ckpt").save(
+                                     checkpoint_number=best["global_step"])
+    return best_model, best, runs
+
+  def write_eval_results(self, results: dict, runs: list[dict]) -> None:
+    out = self.args.output_dir
+    training.write_eval_results(os.path.join(out, "eval_results.txt"), results)
+    write_text(os.path.join(out, "eval_results.json"), json.dumps(
+        {"task": self.task.config.to_dict(), "primary_metric": self.task.primary_metric,
+         "best": results, "runs": runs}, indent=2) + "\n")
+    logging.info("***** Eval results *****\n%s",
+                 "\n".join(f"  {k} = {v}" for k, v in sorted(results.items())))
+    if len(runs) > 1:
+      columns = sorted({k for r in runs for k in r}, key=lambda k: (k != "learning_rate",
+                                                                    k != "seed", k))
+      table = ["\t".join(columns)] + ["\t".join(f"{r.get(c, '')}" for c in columns)
+                                      for r in runs]
+      write_text(os.path.join(out, "sweep_results.tsv"), "\n".join(table) + "\n")
+      logging.info("***** All runs *****\n%s", "\n".join(table))
+
+  def write_predictions(self, model: tf_keras.Model) -> None:
+    """The task's prediction files for each predict split (a split just evaluated, like
+    SQuAD's predict_file, is not predicted again)."""
+    args = self.args
+    pending = [s for s in self.task.splits("predict") if s not in self._predictions]
+    for records in self.write_records("predict", args.predict_batch_size, only=pending):
+      self._predictions[records.name] = (
+          records.examples, self.predict(model, records, args.predict_batch_size))
+    if self.is_chief:
+      for split in self.task.splits("predict"):
+        for path in self.task.write_predictions(args.output_dir, split,
+                                                *self._predictions[split]):
+          logging.info("%s: predictions -> %s", split, path)
+
+
+def run(task: FineTuningTask, args: RunArgs, strategy: tf.distribute.Strategy) -> dict:
+  """Runs what args ask of the task (see `Runner.run`)."""
+  return Runner(task, args, strategy).run()

@@ -1,0 +1,179 @@
+"""What every fine-tuning task implements: the runner (`bert_tf.tasks.runner`) and export
+(`export.saved_model`) drive a task only through this interface and never name one.
+
+A task is one file (`classification.py`, `squad.py`, ...) holding, in this order:
+
+  examples     read_examples(split): the examples of a split ("train", "eval", "predict"
+               are the runner's modes; `splits(mode)` names the splits of each)
+  features     convert_examples(examples, tokenizer, is_training) -> `Features`: one or more
+               record dicts per example (SQuAD's windows), with the map back to the example
+  records      record_layout(is_training): the TFRecord layout (`tfrecords.schema`)
+  model        build_model(bert_config): an encoder (`model.encoder`) and the task's head,
+               variables created; outputs a tensor or a dict of tensors
+  loss         loss(features, outputs) -> (mean loss, {name: scalar metric})
+  outputs      predict_outputs(features, outputs): what each feature hands to post-processing
+  predictions  postprocess(examples, features, outputs): per-feature arrays -> per-example
+               predictions
+  metrics      evaluate(examples, predictions) -> {name: float}; `primary_metric` picks the
+               best run of a sweep
+  files        write_predictions(...): the original's output files
+  serving      serving_module(model, tokenizer): a tf.Module whose `signatures()` take raw
+               text; warmup_inputs(examples): sample requests for TF Serving's warm-up
+
+The task's `config` (a `TaskConfig` dataclass) is what export needs to rebuild and serve the
+model: it is written as task_config.json beside the checkpoints and read back with
+`tasks.task_from_config_file`.
+"""
+import abc
+import dataclasses
+import difflib
+import json
+import os
+from typing import Any, ClassVar
+
+import numpy as np
+import tensorflow as tf
+import tf_keras
+
+from bert_tf.configs import BertConfig
+from bert_tf.tokenization import FullTokenizer
+from tfrecords import schema
+
+MODES = ("train", "eval", "predict")
+
+
+class DataError(ValueError):
+  """Bad input data; the message names the file (and line or example id, where there is one)."""
+
+
+def write_text(path: str, text: str) -> None:
+  """Writes `text` to `path` (any tf.io.gfile path) under a temporary name first."""
+  tmp = f"{path}.tmp-{os.getpid()}"
+  with tf.io.gfile.GFile(tmp, "w") as f:
+    f.write(text)
+  tf.io.gfile.rename(tmp, path, overwrite=True)
+
+
+@dataclasses.dataclass
+class TaskConfig:
+  """A task's settings that outlive the run: subclass with the task's fields. `kind` (a class
+  attribute, not a field) names the task class in `bert_tf.tasks.TASKS`."""
+  kind: ClassVar[str] = ""
+  max_seq_length: int = 128
+  do_lower_case: bool = True
+
+  def to_dict(self) -> dict:
+    return {"task": self.kind, **dataclasses.asdict(self)}
+
+  def to_json_file(self, path: str) -> None:
+    write_text(path, json.dumps(self.to_dict(), indent=2) + "\n")
+
+  @classmethod
+  def from_dict(cls, values: dict, source: str = "task config") -> "TaskConfig":
+    """Refuses unknown keys, naming the closest known one."""
+    values = {k: v for k, v in values.items() if k != "task"}
+    known = [f.name for f in dataclasses.fields(cls)]
+    for key in values:
+      if key not in known:
+        close = difflib.get_close_matches(key, known, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ValueError(f"{source}: unknown key {key!r}{hint}")
+    return cls(**values)
+
+
+@dataclasses.dataclass
+class Features:
+  """A split's features: `records` are the record dicts (the layout's names, numpy values),
+  in order; `example_index[i]` is the example that records[i] came from. `extras[i]` holds
+  what post-processing needs beyond the records (e.g. SQuAD's token maps); None if nothing."""
+  records: list[dict]
+  example_index: np.ndarray
+  extras: list[Any] | None = None
+
+  def __len__(self) -> int:
+    return len(self.records)
+
+
+class FineTuningTask(abc.ABC):
+  """One fine-tuning task; see the module docstring for the order of its parts.
+
+  Subclasses set `config_class` (their TaskConfig) and `primary_metric`, and hold their
+  config in `self.config`. A task built by `from_config` alone (no data paths) must still
+  build its model and serving module: that is how export uses it.
+  """
+  config_class: ClassVar[type[TaskConfig]] = TaskConfig
+  primary_metric: ClassVar[str] = ""
+
+  def __init__(self, config: TaskConfig):
+    self.config = config
+
+  @classmethod
+  def from_config(cls, config: TaskConfig, data: str | None = None) -> "FineTuningTask":
+    """The task as export needs it: the config, and optionally where its eval examples are
+    (the task's data: a data_dir, a SQuAD file), for warm-up requests."""
+    del data  # Tasks whose examples live somewhere override this.
+    return cls(config)
+
+  # Examples.
+  @abc.abstractmethod
+  def splits(self, mode: str) -> list[str]:
+    """The names of the splits of a mode ("train": exactly one; "eval", "predict": any)."""
+
+  @abc.abstractmethod
+  def check_inputs(self, modes: list[str]) -> None:
+    """Raises DataError naming the file when a split of one of these modes cannot be read."""
+
+  @abc.abstractmethod
+  def read_examples(self, split: str) -> list:
+    """The examples of a split, in order; DataError naming file and line (or id) if bad."""
+
+  # Features and records.
+  @abc.abstractmethod
+  def convert_examples(self, examples: list, tokenizer: FullTokenizer,
+                       is_training: bool) -> Features:
+    """Examples -> features; `is_training` features carry the training targets."""
+
+  @abc.abstractmethod
+  def record_layout(self, is_training: bool) -> list[schema.Feature]:
+    """The layout of the records that convert_examples' records are written in."""
+
+  # Model and loss.
+  @abc.abstractmethod
+  def build_model(self, bert_config: BertConfig) -> tf_keras.Model:
+    """The encoder (as `model.encoder`) with the task's head, variables created."""
+
+  @abc.abstractmethod
+  def loss(self, features: dict, outputs) -> tuple[tf.Tensor, dict]:
+    """(replica-batch mean loss, {name: scalar metric}) of a training batch."""
+
+  def predict_outputs(self, features: dict, outputs) -> dict[str, tf.Tensor]:
+    """What post-processing needs of each feature of a batch: {name: [batch, ...]}."""
+    del features
+    return outputs if isinstance(outputs, dict) else {"logits": outputs}
+
+  # Predictions, metrics and files.
+  @abc.abstractmethod
+  def postprocess(self, examples: list, features: Features,
+                  outputs: dict[str, np.ndarray]) -> Any:
+    """Per-feature outputs ({name: [num_features, ...]}, in features' order) -> per-example
+    predictions, in whatever form evaluate() and write_predictions() take."""
+
+  @abc.abstractmethod
+  def evaluate(self, examples: list, predictions: Any) -> dict[str, float]:
+    """The task's metrics of the predictions against the examples' labels."""
+
+  @abc.abstractmethod
+  def write_predictions(self, output_dir: str, split: str, examples: list,
+                        predictions: Any) -> list[str]:
+    """Writes the original's prediction files for a split; returns their paths."""
+
+  # Serving.
+  @abc.abstractmethod
+  def serving_module(self, model: tf_keras.Model, tokenizer: FullTokenizer) -> tf.Module:
+    """A tf.Module with `signatures()` -> {name: concrete function}: "serving_default" takes
+    raw text (a [batch] string tensor per input) and answers in the task's terms."""
+
+  @abc.abstractmethod
+  def warmup_inputs(self, examples: list | None = None) -> list[dict[str, str]]:
+    """A few requests for serving_default ({input name: text}): from the first of `examples`
+    when given, else built-in texts."""
