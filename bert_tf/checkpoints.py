@@ -16,6 +16,7 @@ variable. The encoder body is always required.
 """
 import collections
 import dataclasses
+import io
 import json
 import os
 import pickle
@@ -204,7 +205,7 @@ def resolve(path: str) -> tuple[str, str]:
 def hf_config(path: str) -> BertConfig:
   """A Hugging Face BERT config.json as a BertConfig (hidden_act translated)."""
   try:
-    with open(path, encoding="utf-8") as f:
+    with tf.io.gfile.GFile(path, "r") as f:
       d = json.load(f)
   except json.JSONDecodeError as e:
     raise ValueError(f"{path}: not valid JSON ({e})") from e
@@ -264,8 +265,9 @@ def _hf_name(name: str) -> str:
 
 def _hf_weights(folder: str) -> _Weights:
   safetensors_file = os.path.join(folder, "model.safetensors")
-  if os.path.exists(safetensors_file):
-    path, arrays = safetensors_file, safetensors_numpy.load_file(safetensors_file)
+  if tf.io.gfile.exists(safetensors_file):
+    with tf.io.gfile.GFile(safetensors_file, "rb") as f:
+      path, arrays = safetensors_file, safetensors_numpy.load(f.read())
   else:
     path = os.path.join(folder, "pytorch_model.bin")
     arrays = read_torch_state_dict(path)
@@ -323,10 +325,12 @@ class _TorchUnpickler(pickle.Unpickler):
 def read_torch_state_dict(path: str) -> dict[str, np.ndarray]:
   """A `torch.save`d state dict (the zip format of torch >= 1.6) as numpy arrays, without
   torch. Raises ValueError naming the file for other formats or objects."""
-  if not zipfile.is_zipfile(path):
+  with tf.io.gfile.GFile(path, "rb") as f:
+    data = io.BytesIO(f.read())
+  if not zipfile.is_zipfile(data):
     raise ValueError(f"{path}: not torch's zip format (a pre-1.6 torch file?); convert it to "
                      "model.safetensors")
-  with zipfile.ZipFile(path) as archive:
+  with zipfile.ZipFile(data) as archive:
     pickles = [n for n in archive.namelist() if n.endswith("/data.pkl")]
     if len(pickles) != 1:
       raise ValueError(f"{path}: expected one data.pkl in the archive, found {len(pickles)}")

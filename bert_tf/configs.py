@@ -1,6 +1,7 @@
 """BertConfig: google-research/bert's `bert_config.json`, as a dataclass; and named presets."""
 import dataclasses
 import json
+import os
 
 # The original's hidden_act "gelu" is the tanh approximation; Hugging Face's "gelu" is the
 # exact erf form. Checkpoint loaders translate names into these unambiguous ones.
@@ -41,8 +42,11 @@ class BertConfig:
 
   @classmethod
   def from_json_file(cls, path: str) -> "BertConfig":
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top  (keeps `import bert_tf` cheap)
+    if not tf.io.gfile.exists(path):
+      raise FileNotFoundError(f"{path}: no such config file")
     try:
-      with open(path, encoding="utf-8") as f:
+      with tf.io.gfile.GFile(path, "r") as f:
         d = json.load(f)
     except json.JSONDecodeError as e:
       raise ValueError(f"{path}: not valid JSON ({e})") from e
@@ -55,9 +59,12 @@ class BertConfig:
     return dataclasses.asdict(self)
 
   def to_json_file(self, path: str) -> None:
-    with open(path, "w", encoding="utf-8") as f:
-      json.dump(self.to_dict(), f, indent=2, sort_keys=True)
-      f.write("\n")
+    """Written under a temporary name first; any tf.io.gfile path (gs://, ram://)."""
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top  (keeps `import bert_tf` cheap)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with tf.io.gfile.GFile(tmp, "w") as f:
+      f.write(json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n")
+    tf.io.gfile.rename(tmp, path, overwrite=True)
 
 
 def _sized(layers: int, hidden: int, vocab_size: int = 30522) -> BertConfig:

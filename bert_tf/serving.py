@@ -47,10 +47,11 @@ def export(module: tf.Module, export_dir: str, warmup_inputs: list[dict[str, str
     tf.saved_model.save(module, tmp, signatures=module.signatures())
     if warmup_inputs:
       write_warmup_requests(os.path.join(tmp, WARMUP_FILE), warmup_inputs, model_name)
-    tf.io.gfile.rename(tmp, final)
-  finally:
+  except BaseException:
     if tf.io.gfile.exists(tmp):
       tf.io.gfile.rmtree(tmp)
+    raise
+  tf.io.gfile.rename(tmp, final)
   return final
 
 
