@@ -14,9 +14,14 @@ import dataclasses
 import io
 import os
 
-import tensorflow as tf
+from bert_tf.tasks import DataError
 
-from bert_tf.tasks.task import DataError
+
+def _gfile():
+  """tf.io.gfile, imported on first use: the GLUE peer benchmark (transformers on torch, no
+  TensorFlow) reads its data through this module too."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  return tf.io.gfile
 
 # GLUE's test files carry no labels; examples read from them get this placeholder.
 NO_LABEL = None
@@ -64,10 +69,10 @@ def read_rows(path: str, delimiter: str = "\t"):
   Any tf.io.gfile path (gs:// too). Raises DataError naming the file when it is missing or
   not UTF-8.
   """
-  if not tf.io.gfile.exists(path) or tf.io.gfile.isdir(path):
+  if not _gfile().exists(path) or _gfile().isdir(path):
     raise DataError(f"{path}: file not found")
   quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
-  with tf.io.gfile.GFile(path, "rb") as f:
+  with _gfile().GFile(path, "rb") as f:
     data = f.read()
   try:
     text = data.decode("utf-8-sig")
@@ -255,7 +260,7 @@ class GenericData(TaskData):
     files = {}
     for split in ("train", "dev", "test"):
       found = [f"{split}{ext}" for ext in (".tsv", ".csv")
-               if tf.io.gfile.exists(os.path.join(data_dir, f"{split}{ext}"))]
+               if _gfile().exists(os.path.join(data_dir, f"{split}{ext}"))]
       files[split] = found[0] if found else f"{split}.tsv"
     super().__init__("generic", None, ("accuracy", "macro_f1"), "accuracy",
                      Split("train", self._columns(files["train"])),
@@ -265,7 +270,7 @@ class GenericData(TaskData):
 
   def _columns(self, file: str) -> Columns:
     path = os.path.join(self._data_dir, file)
-    if not tf.io.gfile.exists(path):
+    if not _gfile().exists(path):
       return Columns(file, text_a=0)  # Reading it will report the missing file.
     header = next(read_rows(path, _delimiter(file)), (1, []))[1]
     names = [h.strip() for h in header]
@@ -278,7 +283,7 @@ class GenericData(TaskData):
   def label_list(self, data_dir: str) -> list[str]:
     if self._labels is None:
       path = os.path.join(data_dir, self.train.columns.file)
-      if self.train.columns.label is None and tf.io.gfile.exists(path):
+      if self.train.columns.label is None and _gfile().exists(path):
         raise DataError(f"{path}:1: header has no 'label' column")
       rows = self._rows(path, self.train)
       found = sorted({row[self.train.columns.label].strip() for _, row in rows

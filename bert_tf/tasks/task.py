@@ -36,14 +36,11 @@ import tensorflow as tf
 import tf_keras
 
 from bert_tf.configs import BertConfig
+from bert_tf.tasks import DataError  # pylint: disable=unused-import  (tasks raise it from here)
 from bert_tf.tokenization import FullTokenizer
 from tfrecords import schema
 
 MODES = ("train", "eval", "predict")
-
-
-class DataError(ValueError):
-  """Bad input data; the message names the file (and line or example id, where there is one)."""
 
 
 def write_text(path: str, text: str) -> None:
