@@ -76,3 +76,29 @@ def to_model_inputs(record: dict) -> dict:
       value = tf.cast(value, tf.int32)
     out[MODEL_INPUT_NAMES.get(name, name)] = value
   return out
+
+
+def squad_features(max_seq_length: int, is_training: bool) -> list[Feature]:
+  """google-research/bert's run_squad record (its FeatureWriter), in the original's order.
+
+  unique_ids:                          int64 [1]; the feature's id, from 1000000000 up.
+  input_ids, input_mask, segment_ids:  int64 [max_seq_length], zero-padded;
+                                       [CLS] question [SEP] passage window [SEP].
+  Training only:
+  start_positions, end_positions:      int64 [1]; the answer's first and last token, 0 ([CLS])
+                                       when the window does not hold it or there is none.
+  is_impossible:                       int64 [1]; 1 for a SQuAD v2.0 unanswerable question.
+  """
+  features = [
+      Feature("unique_ids", "int64", 1),
+      Feature("input_ids", "int64", max_seq_length),
+      Feature("input_mask", "int64", max_seq_length),
+      Feature("segment_ids", "int64", max_seq_length),
+  ]
+  if is_training:
+    features += [
+        Feature("start_positions", "int64", 1),
+        Feature("end_positions", "int64", 1),
+        Feature("is_impossible", "int64", 1),
+    ]
+  return features

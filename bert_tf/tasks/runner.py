@@ -19,6 +19,7 @@ import dataclasses
 import json
 import os
 import time
+import warnings
 
 from absl import logging
 import numpy as np
@@ -37,6 +38,10 @@ from bert_tf.tokenization import FullTokenizer
 from tfrecords import datasets, writer
 
 TASK_CONFIG = "task_config.json"
+
+# Models get whole feature dicts (labels too, which the loss reads); the Model Garden's
+# functional models ignore the extra keys, as intended, but warn at every trace.
+warnings.filterwarnings("ignore", message="Input dict contained keys", category=UserWarning)
 
 
 @dataclasses.dataclass
@@ -131,11 +136,13 @@ def load_trained(model_dir: str, checkpoint: str | None = None, data: str | None
 
 @dataclasses.dataclass
 class SplitRecords:
-  """A split written as records: its examples, features, and the record file."""
+  """A split written as records: its examples, the record file, how many features it holds,
+  and (eval and predict splits only: post-processing reads them) the features themselves."""
   name: str
   examples: list
-  features: Features
   path: str
+  num_features: int
+  features: Features | None = None
 
 
 def _record_name(kind: str, index: int, split: str) -> str:
@@ -200,7 +207,9 @@ class Runner:
       writer.write_records(path, layout, records)
       logging.info("%s: %d examples, %d features (%d with padding) -> %s", split, len(examples),
                    len(features), len(records), path)
-      out.append(SplitRecords(split, examples, features, path))
+      # Training features are only counted: SQuAD's would hold ~1 GB for nothing.
+      out.append(SplitRecords(split, examples, path, len(features),
+                              None if is_training else features))
     return out
 
   def dataset(self, records: SplitRecords, batch_size: int, is_training: bool, seed=None,
@@ -221,9 +230,9 @@ class Runner:
     trained model and {global_step, train_seconds, examples_per_second}."""
     args = self.args
     # Steps from the features, not the examples: a SQuAD question has several windows.
-    num_train_steps = int(len(records.features) / args.train_batch_size * args.num_train_epochs)
+    num_train_steps = int(records.num_features / args.train_batch_size * args.num_train_epochs)
     if num_train_steps < 1:
-      raise ValueError(f"{len(records.features)} training features make no step of "
+      raise ValueError(f"{records.num_features} training features make no step of "
                        f"--train_batch_size={args.train_batch_size}")
     num_warmup_steps = int(num_train_steps * args.warmup_proportion)
     tf_keras.utils.set_random_seed(seed)
@@ -276,7 +285,7 @@ class Runner:
 
     dataset = self.dataset(records, batch_size, False)
     batches = [step(b) for b in distribute.distribute_dataset(strategy, dataset)]
-    num = len(records.features)
+    num = records.num_features
     outputs = {k: np.concatenate([b[k].numpy() for b in batches])[:num] for k in batches[0]}
     return self.task.postprocess(records.examples, records.features, outputs)
 
