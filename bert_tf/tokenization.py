@@ -130,7 +130,7 @@ def _fix_lower_case(texts: tf.Tensor) -> tf.Tensor:
   return tf.strings.unicode_encode(chars.with_flat_values(cps), "UTF-8")
 
 
-def _lower_capital_sigma(texts: tf.Tensor) -> tf.Tensor:
+def lower_capital_sigma(texts: tf.Tensor) -> tf.Tensor:
   """Python's final-sigma rule: capital sigma becomes final "ς" after a cased letter unless
   a cased letter follows (case-ignorables, like apostrophes and accents, skipped), else "σ".
 
@@ -160,9 +160,17 @@ def lower_case(texts: tf.Tensor) -> tf.Tensor:
   texts = tf.strings.lower(texts)
   rare = tf.reduce_any(tf.strings.regex_full_match(
       texts, f"(?s).*[\u03a3{_char_classes()['lower_fixes'][1:-1]}].*"))
-  texts = tf.cond(rare, lambda: _lower_capital_sigma(texts), lambda: texts)
+  texts = tf.cond(rare, lambda: lower_capital_sigma(texts), lambda: texts)
   texts = tf.strings.lower(texts, encoding="utf-8")
   return tf.cond(rare, lambda: _fix_lower_case(texts), lambda: texts)
+
+
+def valid_utf8(texts: tf.Tensor) -> tf.Tensor:
+  """[batch] tf.string with each invalid UTF-8 sequence replaced by U+FFFD."""
+  # Transcoding is slow: only for batches that need it.
+  valid = tf.strings.regex_full_match(texts, r"[\x{0}-\x{D7FF}\x{E000}-\x{10FFFF}]*")
+  return tf.cond(tf.reduce_all(valid), lambda: texts, lambda: tf.strings.unicode_transcode(
+      texts, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD))
 
 
 def split_words(texts: tf.Tensor, do_lower_case: bool) -> tf.RaggedTensor:
@@ -172,10 +180,7 @@ def split_words(texts: tf.Tensor, do_lower_case: bool) -> tf.RaggedTensor:
   replacement character.
   """
   classes = _char_classes()
-  # Transcoding is slow: only for batches that need it.
-  valid = tf.strings.regex_full_match(texts, r"[\x{0}-\x{D7FF}\x{E000}-\x{10FFFF}]*")
-  texts = tf.cond(tf.reduce_all(valid), lambda: texts, lambda: tf.strings.unicode_transcode(
-      texts, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD))
+  texts = valid_utf8(texts)
   texts = tf.strings.regex_replace(texts, classes["dropped"], "")
   texts = tf.strings.regex_replace(texts, classes["space"], " ")
   if do_lower_case:

@@ -1,5 +1,6 @@
 """The task-independent runner: any TensorFlow file system for outputs, and the best checkpoint
 of a sweep as a later run's --init_checkpoint and as an export source."""
+import json
 import os
 import subprocess
 import sys
@@ -22,34 +23,60 @@ def _run(args: dict) -> dict:
   return runner.run(task, runner.RunArgs(**args), distribute.get_strategy("one_device"))
 
 
-def test_run_classifier_writes_everything_through_tf_io_gfile(tmp_path):
-  """ram:// (TensorFlow's in-memory file system) stands in for a Cloud TPU user's gs://: a
-  path that only tf.io.gfile can write. The process checks its own outputs before exiting."""
-  make_sst2(tmp_path / "data", num_train=32, num_dev=8, num_test=4)
-  out = "ram://classifier/out"
+def _run_in_ram(script: str, flags: list[str], cwd) -> list[str]:
+  """Runs an entry point in a fresh process with --output_dir=ram://out (TensorFlow's
+  in-memory file system, standing in for a Cloud TPU user's gs://: only tf.io.gfile can write
+  it) and --export_dir=ram://serving; returns what the process then lists in both."""
   check = (
-      "import sys, tensorflow as tf\n"
+      "import tensorflow as tf\n"
       "from absl import app\n"
-      "from bert_tf import run_classifier\n"
+      f"from bert_tf import {script} as script\n"
       "def main(argv):\n"
-      "  run_classifier.main()\n"
-      f"  print(sorted(tf.io.gfile.listdir('{out}')))\n"
-      "run_classifier.flags.mark_flags_as_required(['task_name', 'data_dir', 'output_dir'])\n"
+      "  script.main()\n"
+      "  print(sorted(tf.io.gfile.listdir('ram://out')) + tf.io.gfile.listdir('ram://serving'))\n"
       "app.run(main)\n")
   result = subprocess.run(
-      [sys.executable, "-c", check, "--task_name=SST-2", f"--data_dir={tmp_path / 'data'}",
-       f"--output_dir={out}", f"--bert_config_file={tiny_config(str(tmp_path / 'c.json'))}",
-       f"--vocab_file={VOCAB}", "--max_seq_length=16", "--train_batch_size=8",
-       "--num_train_epochs=1", "--do_train", "--do_eval", "--do_predict",
-       f"--export_dir={out}_serving"],
-      capture_output=True, text=True, timeout=600, env=ENV, cwd=tmp_path)
+      [sys.executable, "-c", check, "--output_dir=ram://out", "--export_dir=ram://serving",
+       "--do_train", "--do_eval", "--do_predict", "--num_train_epochs=1", *flags],
+      capture_output=True, text=True, timeout=600, env=ENV, cwd=cwd)
   assert result.returncode == 0, result.stderr[-3000:]
-  listed = eval(result.stdout.strip().splitlines()[-1])  # pylint: disable=eval-used
+  assert not os.listdir(cwd) or not any(n.startswith("ram") for n in os.listdir(cwd))
+  return eval(result.stdout.strip().splitlines()[-1])  # pylint: disable=eval-used
+
+
+def test_run_classifier_writes_everything_through_tf_io_gfile(tmp_path):
+  make_sst2(tmp_path / "data", num_train=32, num_dev=8, num_test=4)
+  listed = _run_in_ram("run_classifier", [
+      "--task_name=SST-2", f"--data_dir={tmp_path / 'data'}",
+      f"--bert_config_file={tiny_config(str(tmp_path / 'c.json'))}", f"--vocab_file={VOCAB}",
+      "--max_seq_length=16", "--train_batch_size=8"], tmp_path)
   for name in ("train.tf_record", "eval.tf_record", "predict.tf_record", "checkpoint",
                "eval_results.txt", "eval_results.json", "test_results.tsv", "SST-2.tsv",
-               "task_config.json", "bert_config.json", "vocab.txt"):
+               "task_config.json", "bert_config.json", "vocab.txt", "1"):
     assert name in listed, (name, listed)
-  assert not any(n.startswith("ram") for n in os.listdir(tmp_path))  # Nothing on local disk.
+
+
+def test_run_squad_writes_everything_through_tf_io_gfile(tmp_path):
+  context = "The tower was built in 1889 by Gustave Eiffel for the World's Fair in Paris."
+  qas = [{"id": "q1", "question": "Who built the tower?", "is_impossible": False,
+          "answers": [{"text": "Gustave Eiffel", "answer_start": context.index("Gustave")}]},
+         {"id": "q2", "question": "When was it built?", "is_impossible": False,
+          "answers": [{"text": "1889", "answer_start": context.index("1889")}]},
+         {"id": "q3", "question": "How tall is the moon?", "is_impossible": True,
+          "answers": []}]
+  data = {"version": "v2.0", "data": [{"title": "t", "paragraphs": [
+      {"context": context, "qas": qas}] * 1}]}
+  with open(tmp_path / "squad.json", "w") as f:
+    json.dump(data, f)
+  listed = _run_in_ram("run_squad", [
+      f"--train_file={tmp_path / 'squad.json'}", f"--predict_file={tmp_path / 'squad.json'}",
+      "--version_2_with_negative", f"--bert_config_file={tiny_config(str(tmp_path / 'c.json'))}",
+      f"--vocab_file={VOCAB}", "--max_seq_length=32", "--doc_stride=8",
+      "--max_query_length=8", "--train_batch_size=2", "--predict_batch_size=4"], tmp_path)
+  for name in ("train.tf_record", "eval.tf_record", "checkpoint", "eval_results.txt",
+               "predictions.json", "nbest_predictions.json", "null_odds.json",
+               "task_config.json", "bert_config.json", "vocab.txt", "1"):
+    assert name in listed, (name, listed)
 
 
 def test_best_of_a_sweep_loads_as_init_checkpoint_and_exports(tmp_path):

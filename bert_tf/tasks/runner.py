@@ -276,7 +276,7 @@ class Runner:
     batch split across replicas in order and gathered back), then post-processing."""
     strategy = self.strategy
 
-    @tf.function
+    @tf.function(autograph=False)  # Plain ops only: nothing for AutoGraph to convert.
     def step(features):
       def replica_fn(f):
         return self.task.predict_outputs(f, model(f, training=False))
