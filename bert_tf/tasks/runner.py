@@ -205,8 +205,9 @@ class Runner:
         records = records + padding_records(layout, -len(records) % batch_size)
       path = os.path.join(self.args.output_dir, _record_name(mode, index, split))
       writer.write_records(path, layout, records)
-      logging.info("%s: %d examples, %d features (%d with padding) -> %s", split, len(examples),
-                   len(features), len(records), path)
+      padding = f" + {len(records) - len(features)} padding" if not is_training else ""
+      logging.info("%s: %d examples, %d features%s -> %s", split, len(examples), len(features),
+                   padding, path)
       # Training features are only counted: SQuAD's would hold ~1 GB for nothing.
       out.append(SplitRecords(split, examples, path, len(features),
                               None if is_training else features))
