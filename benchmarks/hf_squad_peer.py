@@ -13,7 +13,7 @@ benchmarks/squad_data.py writes:
       --output_dir=/tmp/hf_squad_v1
   (SQuAD 2.0: the -v2.0.json files and --version_2_with_negative.)
 
-The recipe, as bert_tf's (a run takes ~15 minutes on a 2-core CPU): 1500 training questions,
+The recipe, as bert_tf's (a run takes about an hour on a 2-core CPU): 1500 training questions,
 max_seq_length 192, doc_stride 64, max_query_length 64, batch 32, 2 epochs, lr 5e-5, seed 12345.
 - Features as run_qa's: BertTokenizerFast (uncased) on (question, context) pairs, only_second
   truncation, return_overflowing_tokens with offsets, padded to max_seq_length; the answer's
@@ -40,6 +40,10 @@ Writes predictions.json (and null_odds.json for 2.0) to --output_dir and prints 
 training questions and features, steps, training wall time (model load included),
 training features/s, and the scores (v1.1: exact_match, f1; v2.0: exact, f1, best_exact,
 best_f1 and their thresholds, HasAns_/NoAns_ parts).
+
+--replay_file=PATH (from `squad.py --replay_file=PATH`): instead, bert_tf's replay: dropout
+off, its span head's initial weights, its batches in its order, its schedule length; prints the
+loss of every step (add --original_schedule for bert_tf's schedule).
 
 --time_steps=N: instead, N warm-up then N timed training steps on the first batch, repeated
 (no input, loading or evaluation timed); prints ms per step (the peer of squad.py's).
@@ -352,6 +356,28 @@ def build_optimizer(model, args, num_steps):
   return optimizer, schedule
 
 
+def replay(args):
+  """bert_tf's replay steps (see squad.py --replay_file); prints the loss per step."""
+  saved = np.load(args.replay_file)
+  model = transformers.AutoModelForQuestionAnswering.from_pretrained(
+      args.model_dir, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+  with torch.no_grad():
+    model.qa_outputs.weight.copy_(torch.from_numpy(saved["head_kernel"].T))
+    model.qa_outputs.bias.copy_(torch.from_numpy(saved["head_bias"]))
+  optimizer, schedule = build_optimizer(model, args, int(saved["total_steps"]))
+  model.train()
+  losses = []
+  for i in range(int(saved["num_steps"])):
+    batch = {"input_ids": saved[f"input_word_ids_{i}"], "attention_mask": saved[f"input_mask_{i}"],
+             "token_type_ids": saved[f"input_type_ids_{i}"],
+             "start_positions": saved[f"start_positions_{i}"][:, 0],
+             "end_positions": saved[f"end_positions_{i}"][:, 0]}
+    batch = {k: torch.from_numpy(v.astype(np.int64)) for k, v in batch.items()}
+    losses.append(round(train_step(model, optimizer, batch).item(), 5))
+    schedule.step()
+  print(json.dumps({"impl": impl(), "losses": losses}))
+
+
 def write_json(path, value):
   with open(path + ".tmp", "w") as f:
     json.dump(value, f, indent=2)
@@ -380,12 +406,16 @@ def main():
   parser.add_argument("--original_schedule", action="store_true",
                       help="Decay the learning rate from step 0 as google-research/bert "
                       "does, instead of from the end of warmup as transformers does.")
+  parser.add_argument("--replay_file", help="Replay bert_tf's steps from this .npz.")
   parser.add_argument("--time_steps", type=int, default=0,
                       help="Only time this many training steps on one batch (after as many "
                       "untimed).")
   args = parser.parse_args()
   torch.set_num_threads(args.threads)
   torch.manual_seed(args.seed)
+  if args.replay_file:
+    replay(args)
+    return
   os.makedirs(args.output_dir, exist_ok=True)
 
   tokenizer = transformers.BertTokenizerFast(f"{args.model_dir}/vocab.txt", do_lower_case=True)

