@@ -220,7 +220,9 @@ def hf_config(path: str) -> BertConfig:
   if act not in HF_ACTIVATIONS:
     raise ValueError(f"{path}: hidden_act {act!r} is not one of {sorted(HF_ACTIVATIONS)}")
   try:
-    return BertConfig.from_dict(dict(d, hidden_act=HF_ACTIVATIONS[act]))
+    # A transformers config carries dozens of keys of its own (architectures, torch_dtype...).
+    return BertConfig.from_dict(dict(d, hidden_act=HF_ACTIVATIONS[act]),
+                                ignored=set(d) - {f.name for f in dataclasses.fields(BertConfig)})
   except (TypeError, ValueError) as e:
     raise ValueError(f"{path}: {e}") from e
 

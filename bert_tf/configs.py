@@ -1,11 +1,28 @@
 """BertConfig: google-research/bert's `bert_config.json`, as a dataclass; and named presets."""
 import dataclasses
+import difflib
 import json
 import os
 
 # The original's hidden_act "gelu" is the tanh approximation; Hugging Face's "gelu" is the
 # exact erf form. Checkpoint loaders translate names into these unambiguous ones.
 ACTIVATIONS = ("gelu", "gelu_exact", "gelu_new", "relu", "tanh", "swish")
+
+# Keys of google-research/bert's released configs that the encoder does not use (the
+# multilingual models' pooler_* and directionality): accepted and ignored.
+ORIGINAL_UNUSED_KEYS = ("directionality", "pooler_fc_size", "pooler_num_attention_heads",
+                        "pooler_num_fc_layers", "pooler_size_per_head", "pooler_type")
+
+
+def check_known_keys(values: dict, known, source: str | None = None) -> None:
+  """ValueError naming the first key of `values` not in `known`, and the closest known one
+  (after `source: `, if given): a misspelt key must not silently fall back to a default."""
+  known = list(known)
+  for key in values:
+    if key not in known:
+      close = difflib.get_close_matches(key, known, n=1)
+      hint = f" (did you mean {close[0]!r}?)" if close else ""
+      raise ValueError(f"{source + ': ' if source else ''}unknown key {key!r}{hint}")
 
 
 @dataclasses.dataclass
@@ -28,6 +45,16 @@ class BertConfig:
   initializer_range: float = 0.02
 
   def __post_init__(self):
+    for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                 "intermediate_size", "max_position_embeddings", "type_vocab_size"):
+      value = getattr(self, name)
+      if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+      if not 0 <= getattr(self, name) < 1:
+        raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)!r}")
+    if not self.initializer_range > 0:
+      raise ValueError(f"initializer_range must be positive, got {self.initializer_range!r}")
     if self.hidden_size % self.num_attention_heads:
       raise ValueError(f"hidden_size {self.hidden_size} is not a multiple of "
                        f"num_attention_heads {self.num_attention_heads}")
@@ -35,9 +62,13 @@ class BertConfig:
       raise ValueError(f"hidden_act {self.hidden_act!r} is not one of {ACTIVATIONS}")
 
   @classmethod
-  def from_dict(cls, d: dict) -> "BertConfig":
-    """Ignores keys the original's JSON may carry that the encoder does not use."""
-    names = {f.name for f in dataclasses.fields(cls)}
+  def from_dict(cls, d: dict, ignored=ORIGINAL_UNUSED_KEYS) -> "BertConfig":
+    """Refuses unknown keys (naming the closest known one), except the `ignored` ones, which
+    the original's JSON may carry and the encoder does not use."""
+    names = [f.name for f in dataclasses.fields(cls)]
+    check_known_keys({k: v for k, v in d.items() if k not in ignored}, names)
+    if "vocab_size" not in d:
+      raise ValueError("vocab_size is missing")
     return cls(**{k: v for k, v in d.items() if k in names})
 
   @classmethod

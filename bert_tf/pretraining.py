@@ -58,9 +58,15 @@ LENGTH_FLAGS = {"input_ids": "max_seq_length", "input_mask": "max_seq_length",
                 "masked_lm_ids": "max_predictions_per_seq",
                 "masked_lm_weights": "max_predictions_per_seq"}
 
-def check_records(files: list[str], features: list[schema.Feature]) -> None:
-  """Raises ValueError when the first record of a file disagrees with the flags' lengths:
-  parsing would fail later, deep inside the training loop, with a less helpful message."""
+# Features holding token ids, which must be below the model's vocab_size.
+TOKEN_ID_FEATURES = ("input_ids", "masked_lm_ids")
+
+
+def check_records(files: list[str], features: list[schema.Feature], vocab_size: int) -> None:
+  """Raises ValueError when the first record of a file disagrees with the flags' lengths or
+  holds a token id past the model's vocab_size: parsing would fail later, deep inside the
+  training loop, with a less helpful message; and on accelerators an id past the embedding
+  table reads zeros instead of failing."""
   for path in files:
     for serialized in tf.data.TFRecordDataset(path).take(1):
       example = tf.train.Example.FromString(serialized.numpy()).features.feature
@@ -73,6 +79,11 @@ def check_records(files: list[str], features: list[schema.Feature]) -> None:
           flag = LENGTH_FLAGS.get(f.name)
           raise ValueError(f"{path}: feature {f.name!r} has length {length} in the records, "
                            f"but {f'--{flag}=' if flag else 'the layout says '}{f.length}")
+        ids = getattr(example[f.name], kind).value if f.name in TOKEN_ID_FEATURES else ()
+        if ids and max(ids) >= vocab_size:
+          raise ValueError(f"{path}: feature {f.name!r} holds token id {max(ids)}, but the "
+                           f"bert config's vocab_size is {vocab_size}: the records were made "
+                           "with a larger vocab than the model's")
 
 
 class _Pretraining:
@@ -160,7 +171,8 @@ def pretrain(args: PretrainArgs, strategy: tf.distribute.Strategy) -> dict:
   files = datasets.list_files(args.input_file)
   tf.random.set_seed(args.seed)  # After the strategy: multi-worker setup must come first.
   check_records(files, schema.pretraining_features(args.max_seq_length,
-                                                   args.max_predictions_per_seq))
+                                                   args.max_predictions_per_seq),
+                config.vocab_size)
   tf.io.gfile.makedirs(args.output_dir)
   if distribute.is_chief(strategy):
     _write_config(config, args)

@@ -47,3 +47,31 @@ def test_bad_configs_name_the_problem(tmp_path):
     BertConfig.from_json_file(str(broken))
   with pytest.raises(KeyError, match="unknown preset"):
     preset("bert_huge")
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"hiden_size": 64}, "unknown key 'hiden_size' (did you mean 'hidden_size'?)"),
+    ({"hidden_size": 100}, "hidden_size 100 is not a multiple of num_attention_heads 12"),
+    ({"num_hidden_layers": 0}, "num_hidden_layers must be a positive integer, got 0"),
+    ({"vocab_size": -3}, "vocab_size must be a positive integer, got -3"),
+    ({"intermediate_size": 3072.5}, "intermediate_size must be a positive integer"),
+    ({"hidden_dropout_prob": 1.0}, "hidden_dropout_prob must be in [0, 1), got 1.0"),
+    ({"initializer_range": 0}, "initializer_range must be positive"),
+])
+def test_configs_that_are_not_a_bert_are_refused_naming_the_file_and_key(tmp_path, change,
+                                                                         message):
+  path = tmp_path / "bert_config.json"
+  path.write_text(json.dumps(dict(BERT_BASE_JSON, **change)))
+  with pytest.raises(ValueError) as e:
+    BertConfig.from_json_file(str(path))
+  assert str(e.value) == f"{path}: {message}" or str(e.value).startswith(f"{path}: {message}")
+
+
+def test_the_multilingual_configs_extra_keys_are_accepted(tmp_path):
+  # google-research/bert's multi_cased_L-12_H-768_A-12/bert_config.json carries these.
+  extra = {"directionality": "bidi", "pooler_fc_size": 768, "pooler_num_attention_heads": 12,
+           "pooler_num_fc_layers": 3, "pooler_size_per_head": 128,
+           "pooler_type": "first_token_transform", "vocab_size": 119547}
+  path = tmp_path / "bert_config.json"
+  path.write_text(json.dumps(dict(BERT_BASE_JSON, **extra)))
+  assert BertConfig.from_json_file(str(path)) == preset("bert_base", vocab_size=119547)

@@ -222,6 +222,12 @@ def test_bad_inputs_raise_naming_the_file(tmp_path):
     _tuner((dict(args, do_train=False, do_predict=False)))
   with pytest.raises(ValueError, match="max_seq_length=128 is longer"):
     _tuner((dict(args, max_seq_length=128)))
+  small = str(tmp_path / "small_vocab.json")
+  BertConfig(vocab_size=1000, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+             intermediate_size=64, max_position_embeddings=64).to_json_file(small)
+  with pytest.raises(ValueError, match=r"vocab\.txt has 30522 tokens, but the bert config's "
+                     r"vocab_size is 1000"):
+    _tuner((dict(args, bert_config_file=small)))
 
 
 def test_cli_exits_non_zero_with_the_file_and_line(tmp_path):

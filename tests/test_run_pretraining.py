@@ -98,6 +98,11 @@ def test_resumed_run_reads_on_from_the_same_input_position(setup):
     (["--bert_config_file={dir}/wide.json", "--output_dir={dir}/trained"],
      ["trained/bert_config.json: the checkpoints in --output_dir were made with this config, "
       "which differs from --bert_config_file {dir}/wide.json"]),
+    # A misspelt key must not train the default size.
+    (["--bert_config_file={dir}/misspelt.json"],
+     ["misspelt.json: unknown key 'hiden_size' (did you mean 'hidden_size'?)"]),
+    (["--bert_config_file={dir}/small_vocab.json"],
+     ["{dir}/data.tfrecord: feature 'input_ids' holds token id", "vocab_size is 5"]),
     (["--learning_rate=1e30", "--num_warmup_steps=0"],
      ["the loss is nan at global step 2;", "The last good checkpoint is none"]),
 ])
@@ -105,6 +110,9 @@ def test_bad_input_exits_nonzero_with_a_clear_message(setup, flags, messages):
   d = setup["dir"]
   wide = dict(CONFIG.to_dict(), hidden_size=48, intermediate_size=96)
   (d / "wide.json").write_text(json.dumps(wide))
+  misspelt = {("hiden_size" if k == "hidden_size" else k): v for k, v in CONFIG.to_dict().items()}
+  (d / "misspelt.json").write_text(json.dumps(misspelt))
+  (d / "small_vocab.json").write_text(json.dumps(dict(CONFIG.to_dict(), vocab_size=5)))
   flags = [f.format(dir=d) for f in flags]
   do = [] if "--do_eval" in flags else ["--do_train"]
   # Later flags win: those of the case override the common ones.

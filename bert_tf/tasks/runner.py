@@ -171,6 +171,10 @@ class Runner:
     self.strategy = strategy
     self.bert_config, vocab_file = resolve_files(args, task.config.max_seq_length)
     self.tokenizer = FullTokenizer(vocab_file, task.config.do_lower_case)
+    if len(self.tokenizer.vocab) > self.bert_config.vocab_size:
+      raise ValueError(f"{vocab_file} has {len(self.tokenizer.vocab)} tokens, but the bert "
+                       f"config's vocab_size is {self.bert_config.vocab_size}: ids past it "
+                       "have no embedding (a vocab of another model?)")
     task.check_inputs([m for m, on in zip(("train", "eval", "predict"),
                                           (args.do_train, args.do_eval, args.do_predict)) if on])
     self.is_chief = distribute.is_chief(strategy)

@@ -26,7 +26,6 @@ model: it is written as task_config.json beside the checkpoints and read back wi
 """
 import abc
 import dataclasses
-import difflib
 import json
 import os
 from typing import Any, ClassVar
@@ -35,7 +34,7 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
-from bert_tf.configs import BertConfig
+from bert_tf.configs import BertConfig, check_known_keys
 from bert_tf.tasks import DataError  # pylint: disable=unused-import  (tasks raise it from here)
 from bert_tf.tokenization import FullTokenizer
 from tfrecords import schema
@@ -69,12 +68,7 @@ class TaskConfig:
   def from_dict(cls, values: dict, source: str = "task config") -> "TaskConfig":
     """Refuses unknown keys, naming the closest known one."""
     values = {k: v for k, v in values.items() if k != "task"}
-    known = [f.name for f in dataclasses.fields(cls)]
-    for key in values:
-      if key not in known:
-        close = difflib.get_close_matches(key, known, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise ValueError(f"{source}: unknown key {key!r}{hint}")
+    check_known_keys(values, [f.name for f in dataclasses.fields(cls)], source)
     return cls(**values)
 
 
