@@ -9,6 +9,14 @@ import os
 # as Keras 3, `import tensorflow` would also load all of Keras 3 (~90 MB, ~2 s) that nothing
 # uses. Effective only before TensorFlow is first imported; a user's own setting wins.
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+# oneDNN's CPU kernels for matmul, einsum and friends. TensorFlow turns them on by itself only
+# on CPUs with AVX-512 VNNI/BF16 or AMX; on an AVX2 laptop or CI box without them, a BERT
+# training step runs on Eigen and is ~1.4x slower (MiniLM, batch 32 x 192: fwd+bwd 14.4 s ->
+# 10.5 s on one core; the attention einsums 2.2x). Read once, when TensorFlow is imported.
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
+# TensorFlow's C++ INFO lines (that oneDNN is on, that no CUDA driver was found) are noise to a
+# user of the scripts; its warnings and errors still show.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
 
 from bert_tf.configs import BertConfig, preset
 

@@ -6,7 +6,8 @@ callable without flags:
 
 output_dir receives `ckpt-<step>` checkpoints (a re-run resumes from the latest), a copy of
 bert_config.json beside them (so the checkpoints load as `--init_checkpoint` elsewhere),
-TensorBoard summaries, and with do_eval eval_results.txt.
+run_settings.json (a re-run with other settings is refused, not resumed), TensorBoard
+summaries, and with do_eval eval_results.txt.
 """
 import dataclasses
 import functools
@@ -146,6 +147,15 @@ class _Pretraining:
     return results
 
 
+def _run_settings(args: PretrainArgs, config: BertConfig, files: list[str]) -> dict:
+  """What defines the pretrained model (see `training.check_run_settings`)."""
+  return {"bert_config": config.to_dict(), "input_files": files,
+          **{name: getattr(args, name) for name in (
+              "init_checkpoint", "max_seq_length", "max_predictions_per_seq",
+              "train_batch_size", "learning_rate", "num_train_steps", "num_warmup_steps",
+              "optimizer", "objective", "nsp", "seed", "mixed_precision")}}
+
+
 def _write_config(config: BertConfig, args: PretrainArgs) -> None:
   """bert_config.json beside the checkpoints, so that they load as an --init_checkpoint
   elsewhere. Refuses to replace another config that checkpoints were written with."""
@@ -178,5 +188,7 @@ def pretrain(args: PretrainArgs, strategy: tf.distribute.Strategy) -> dict:
     _write_config(config, args)
   run = _Pretraining(args, strategy, config, files)
   if args.do_train:
+    training.check_run_settings(args.output_dir, _run_settings(args, config, files),
+                                distribute.is_chief(strategy))
     run.train()
   return run.evaluate() if args.do_eval else {}

@@ -13,10 +13,16 @@ on an output_dir that holds one resumes from the latest: model, optimizer state 
 learning-rate schedule), global step, and the input position (each input pipeline skips the
 batches it had consumed; the same batches again when `dataset_fn` is seeded).
 
+The settings that define a run (`check_run_settings`) are kept beside its checkpoints as
+run_settings.json: a re-run with other settings is refused instead of resuming (or, if
+finished, silently re-evaluating) a model that the new flags did not make.
+
 Summaries (loss, the loss function's metrics, learning rate, examples/s) go to TensorBoard in
 output_dir and as a progress line to the log. A non-finite loss stops training with an error,
 leaving the last good checkpoint the latest.
 """
+import hashlib
+import json
 import os
 import tempfile
 import time
@@ -35,6 +41,54 @@ PRECISIONS = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float1
 # loss_fn(features, outputs) -> (replica-batch scalar loss, {name: replica-batch scalar}).
 LossFn = Callable[[dict, object], tuple[tf.Tensor, dict]]
 DatasetFn = Callable[[tf.distribute.InputContext], tf.data.Dataset]
+
+
+RUN_SETTINGS = "run_settings.json"
+
+
+def check_run_settings(output_dir: str, settings: dict, is_chief: bool = True) -> None:
+  """Writes `settings` (what defines the trained model: config, data, learning rate...) to
+  output_dir/run_settings.json; if the file is already there, raises ValueError listing what
+  differs, so a re-run with new flags neither resumes nor re-reports the old model."""
+  path = os.path.join(output_dir, RUN_SETTINGS)
+  settings = json.loads(json.dumps(settings))  # As read back: tuples become lists.
+  if tf.io.gfile.exists(path):
+    with tf.io.gfile.GFile(path) as f:
+      old = json.load(f)
+    old, new = _flat(old), _flat(settings)
+    changed = [f"{key} {old.get(key)!r} -> {new.get(key)!r}"
+               for key in sorted(set(old) | set(new)) if old.get(key) != new.get(key)]
+    if changed:
+      raise ValueError(
+          f"{path}: --output_dir holds a run trained with other settings ("
+          f"{'; '.join(changed)}). Give a new --output_dir to train afresh (a checkpoint of "
+          "this one can be its --init_checkpoint), or the same settings to resume this one")
+    return
+  if is_chief:
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with tf.io.gfile.GFile(tmp, "w") as f:
+      f.write(json.dumps(settings, indent=2, sort_keys=True) + "\n")
+    tf.io.gfile.rename(tmp, path, overwrite=True)
+
+
+def _flat(settings: dict, prefix: str = "") -> dict:
+  """{"task": {"max_seq_length": 32}} -> {"task.max_seq_length": 32}: what changed, by name."""
+  out = {}
+  for key, value in settings.items():
+    if isinstance(value, dict):
+      out.update(_flat(value, f"{prefix}{key}."))
+    else:
+      out[f"{prefix}{key}"] = value
+  return out
+
+
+def file_sha256(path: str) -> str:
+  """The hex SHA-256 of a file (any tf.io.gfile path), read in 8 MB chunks."""
+  digest = hashlib.sha256()
+  with tf.io.gfile.GFile(path, "rb") as f:
+    while chunk := f.read(8 << 20):
+      digest.update(chunk)
+  return digest.hexdigest()
 
 
 def set_mixed_precision(name: str) -> None:

@@ -147,6 +147,26 @@ def test_predict_only_run_restores_the_checkpoint(trained, tmp_path):
   assert results["best"]["eval_accuracy"] >= 0.95
 
 
+def test_rerun_with_other_settings_is_refused_and_with_the_same_resumes(trained):
+  args, results = trained
+  out = args["output_dir"]
+  before = {name: open(os.path.join(out, name)).read()
+            for name in ("eval_results.txt", "task_config.json", "bert_config.json")}
+  with pytest.raises(ValueError) as e:
+    _tuner(dict(args, learning_rates=(1e-3,))).run()
+  assert str(e.value).startswith(f"{out}/run_settings.json: --output_dir holds a run trained "
+                                 "with other settings (learning_rates [0.003] -> [0.001]). ")
+  with pytest.raises(ValueError, match=r"\(task.max_seq_length 32 -> 24; "
+                     r"train_records_sha256 '[0-9a-f]{64}' -> '[0-9a-f]{64}'\)"):
+    _tuner(dict(args, max_seq_length=24)).run()
+  # Refused before anything was written: the old run is whole.
+  assert before == {name: open(os.path.join(out, name)).read() for name in before}
+  # The same settings resume: the run is complete, so it only evaluates again.
+  again = _tuner(dict(args, do_predict=False)).run()["best"]
+  assert again["global_step"] == results["best"]["global_step"]
+  assert again["eval_accuracy"] == results["best"]["eval_accuracy"]
+
+
 def test_sweep_keeps_the_best_run(tmp_path):
   make_sst2(tmp_path / "data", num_train=128, num_dev=32)
   args = toy_args(str(tmp_path), tmp_path / "data", tmp_path / "out", do_train=True,

@@ -98,6 +98,10 @@ def test_resumed_run_reads_on_from_the_same_input_position(setup):
     (["--bert_config_file={dir}/wide.json", "--output_dir={dir}/trained"],
      ["trained/bert_config.json: the checkpoints in --output_dir were made with this config, "
       "which differs from --bert_config_file {dir}/wide.json"]),
+    # Resuming with another learning rate: refused, naming what differs.
+    (["--output_dir={dir}/trained", "--learning_rate=1e-3"],
+     ["trained/run_settings.json: --output_dir holds a run trained with other settings "
+      "(learning_rate 5e-05 -> 0.001)"]),
     # A misspelt key must not train the default size.
     (["--bert_config_file={dir}/misspelt.json"],
      ["misspelt.json: unknown key 'hiden_size' (did you mean 'hidden_size'?)"]),

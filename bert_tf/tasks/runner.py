@@ -11,6 +11,8 @@ output_dir receives (the original's names first):
   the task's prediction files                              e.g. test_results.tsv, predictions.json
   sweep_results.tsv                                        every run's dev metrics
   bert_config.json, vocab.txt, task_config.json            what export and later runs read back
+  run_settings.json                                        what defines the trained model: a
+                                                           re-run with other settings is refused
   runs/lr<lr>_seed<seed>/                                  each run's checkpoints, in a sweep
 
 Every path goes through tf.io.gfile, so output_dir may be gs:// (Cloud TPUs) or ram://.
@@ -179,14 +181,13 @@ class Runner:
                                           (args.do_train, args.do_eval, args.do_predict)) if on])
     self.is_chief = distribute.is_chief(strategy)
     self._predictions = {}  # split -> (examples, predictions): a split both scored and written.
+    self.vocab_file = vocab_file
     tf.io.gfile.makedirs(args.output_dir)
-    if self.is_chief:
-      self._write_model_files(vocab_file)
 
-  def _write_model_files(self, vocab_file: str) -> None:
+  def _write_model_files(self) -> None:
     """bert_config.json and vocab.txt beside the checkpoints (so they load as an
     --init_checkpoint, and export finds everything in one folder), and task_config.json."""
-    out = self.args.output_dir
+    out, vocab_file = self.args.output_dir, self.vocab_file
     self.bert_config.to_json_file(os.path.join(out, "bert_config.json"))
     if os.path.abspath(vocab_file) != os.path.abspath(os.path.join(out, "vocab.txt")):
       tf.io.gfile.copy(vocab_file, os.path.join(out, "vocab.txt"), overwrite=True)
@@ -312,6 +313,13 @@ class Runner:
     eval_records = self.write_records("eval", args.eval_batch_size) if args.do_eval else []
     if args.do_train:
       [train_records] = self.write_records("train", args.train_batch_size)
+      # Before anything of the model is written: a refused re-run leaves the old run whole.
+      training.check_run_settings(args.output_dir, self.run_settings(train_records),
+                                  self.is_chief)
+    if self.is_chief and (args.do_train or not tf.io.gfile.exists(
+        os.path.join(args.output_dir, TASK_CONFIG))):
+      self._write_model_files()
+    if args.do_train:
       model, results, runs = self.sweep(train_records, eval_records)
     else:
       model, step = self.restore()
@@ -329,6 +337,17 @@ class Runner:
       logging.info("exported the model for TF Serving to %s", path)
       results["export_path"] = path
     return {"best": results, "runs": runs}
+
+  def run_settings(self, train_records: SplitRecords) -> dict:
+    """What defines the trained model (see `training.check_run_settings`); the training
+    data by its records' digest, which also covers the features' flags and the vocab."""
+    args = self.args
+    return {"task": self.task.config.to_dict(), "bert_config": self.bert_config.to_dict(),
+            "init_checkpoint": args.init_checkpoint,
+            "train_records_sha256": training.file_sha256(train_records.path),
+            **{name: getattr(args, name) for name in (
+                "train_batch_size", "learning_rates", "num_restarts", "num_train_epochs",
+                "warmup_proportion", "seed", "mixed_precision")}}
 
   def sweep(self, train_records: SplitRecords, eval_records: list[SplitRecords]):
     """Fine-tunes once per (learning rate, restart); keeps the best on the task's primary
