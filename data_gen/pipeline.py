@@ -22,6 +22,7 @@ import glob
 import json
 import multiprocessing
 import os
+import re
 import sys
 import tempfile
 import time
@@ -70,6 +71,26 @@ def stats_path(output_file: str) -> str:
   """Where the stats of a run whose first --output_file is `output_file` go:
   out/pretrain.tfrecord -> out/pretrain.stats.json (outside a `*.tfrecord*` glob)."""
   return os.path.splitext(output_file)[0] + ".stats.json"
+
+
+SHARD_SUFFIX = re.compile(r"-\d{5}-of-\d{5}$")
+
+
+def check_no_other_shards(output_files: list[str]) -> None:
+  """Refuses to write beside shards of another set (a run with another --num_output_shards):
+  the `<file>*` glob that reads the new set would read the old one too. Refused rather than
+  deleted: they may be the only copy of a long run's output."""
+  new = set(output_files)
+  for base in sorted({SHARD_SUFFIX.sub("", p) for p in output_files}):
+    others = sorted(p for p in glob.glob(glob.escape(base) + "-[0-9]*-of-[0-9]*")
+                    if SHARD_SUFFIX.search(p) and p not in new)
+    if os.path.exists(base) and base not in new:
+      others.insert(0, base)
+    if others:
+      more = f" (and {len(others) - 1} more)" if len(others) > 1 else ""
+      raise ValueError(f"{others[0]}{more}: output of another run with other shards is "
+                       f"there, and a {base}* glob would read it with the new shards; "
+                       "remove it or choose another --output_file")
 
 
 def _remove_leftovers(paths: list[str]) -> None:
@@ -131,6 +152,7 @@ def create_pretraining_data(input_files: list[str],
   """
   if num_workers < 1:
     raise ValueError(f"--num_workers={num_workers}: must be >= 1")
+  check_no_other_shards(output_files)
   vocab = VocabInfo.from_tokenizer(tokenizer)
   read_stats, stats = documents_lib.ReadStats(), JobStats()
   progress = _Progress(progress_seconds)

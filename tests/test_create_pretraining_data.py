@@ -425,6 +425,25 @@ def test_cli_writes_shards_stats_and_a_summary(corpus, tmp_path):
   assert re.search(r"[\d,]+ instances \([\d,]+/s\)", result.stderr)   # the progress line
 
 
+def test_shards_of_another_count_are_refused_not_mixed(corpus, tmp_path):
+  small = tmp_path / "small.txt"
+  small.write_text("".join("\n".join(d) + "\n\n" for d in corpus[1][:2]), encoding="utf-8")
+  out = tmp_path / "pretrain.tfrecord"
+  common = [f"--input_file={small}", f"--output_file={out}", f"--vocab_file={VOCAB}",
+            "--max_seq_length=64", "--num_workers=1"]
+  assert _cli(*common, "--num_output_shards=2").returncode == 0
+  before = sorted(os.listdir(tmp_path))
+  for shards in ("3", "1"):
+    result = _cli(*common, f"--num_output_shards={shards}")
+    assert result.returncode == 1
+    assert (f"create_pretraining_data: error: {out}-00000-of-00002 (and 1 more): output of "
+            f"another run with other shards is there, and a {out}* glob would read it") \
+        in result.stderr, result.stderr
+    assert sorted(os.listdir(tmp_path)) == before
+  # The same set again is a re-run: it replaces its own shards.
+  assert _cli(*common, "--num_output_shards=2").returncode == 0
+
+
 def test_the_originals_records_read_like_ours(corpus, tmp_path):
   """Records of the Model Garden's port of google-research/bert's generator go through our
   reader into the same model inputs as ours."""
