@@ -3,9 +3,11 @@ names, defaults and meanings), the accelerator flags, and how a script turns its
 plain arguments and a user's mistake into one line.
 
 Every entry point is one pattern: flags -> a plain arguments dataclass -> one library call.
-Only entry-point scripts (run_*.py) import this module: it defines absl flags. Libraries take
+Only entry points (run_*.py, create_pretraining_data, build_vocab, export_saved_model) import
+this module: its define_* functions define absl flags. Libraries take
 the plain values (`runner.RunArgs`, `pretraining.PretrainArgs`, `distribute.get_strategy`).
 """
+import contextlib
 import dataclasses
 import sys
 from typing import Callable
@@ -20,7 +22,18 @@ from bert_tf import training
 FLAGS = flags.FLAGS
 
 # What a user can get wrong (flags, files, data, the file system): one line, not a traceback.
-USER_ERRORS = (ValueError, OSError, FloatingPointError)
+# tf.errors.OpError: what tf.io.gfile and TensorFlow's readers raise for a path.
+USER_ERRORS = (ValueError, OSError, FloatingPointError, tf.errors.OpError)
+
+
+@contextlib.contextmanager
+def exit_on_user_error(program: str):
+  """Turns a user's error inside the block into one line `<program>: error: <message>` and
+  exit status 1, instead of a traceback; anything else (a bug) still shows its traceback."""
+  try:
+    yield
+  except USER_ERRORS as e:
+    sys.exit(f"{program}: error: {e.message if isinstance(e, tf.errors.OpError) else e}")
 
 
 def define_model_flags(max_seq_length: int, fine_tuning: bool = True) -> None:
@@ -140,10 +153,8 @@ def run_main(program: str, main: Callable[[], object], required: list[str]) -> N
   def absl_main(argv):
     if len(argv) > 1:
       raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-    try:
+    with exit_on_user_error(program):
       main()
-    except USER_ERRORS as e:
-      sys.exit(f"{program}: error: {e}")
 
   flags.mark_flags_as_required(required)
   app.run(absl_main)

@@ -42,10 +42,10 @@ def main(argv):
     if getattr(FLAGS, name) < 1:
       sys.exit(f"build_vocab: error: --{name} must be positive, got {getattr(FLAGS, name)}")
   # pylint: disable=g-import-not-at-top  (TensorFlow loads only for valid flags)
-  import tensorflow as tf
+  from bert_tf import cli
   from data_gen import vocab
   from tfrecords import datasets
-  try:
+  with cli.exit_on_user_error("build_vocab"):
     files = datasets.list_files(FLAGS.input_file)
     word_counts = vocab.count_words(files, FLAGS.do_lower_case, FLAGS.max_lines)
     if not word_counts:
@@ -57,10 +57,6 @@ def main(argv):
         min_token_count=FLAGS.min_token_count, max_token_length=FLAGS.max_token_length,
         max_unique_chars=FLAGS.max_unique_chars)
     vocab.write_vocab(tokens, FLAGS.output_file)
-  except (ValueError, FileNotFoundError) as e:
-    sys.exit(f"build_vocab: error: {e}")
-  except tf.errors.OpError as e:  # An unreadable input file, an unwritable output.
-    sys.exit(f"build_vocab: error: {e.message}")
   print(f"wrote {len(tokens)} tokens to {FLAGS.output_file}")
 
 

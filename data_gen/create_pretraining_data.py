@@ -65,7 +65,11 @@ def main(argv):
     sys.exit(f"create_pretraining_data: error: unexpected arguments {' '.join(argv[1:])}")
   try:
     config = _config()  # bad settings fail here, before TensorFlow loads
-    # pylint: disable=g-import-not-at-top  (see the note above the flags)
+  except ValueError as e:
+    sys.exit(f"create_pretraining_data: error: {e}")
+  # pylint: disable=g-import-not-at-top  (see the note above the flags)
+  from bert_tf import cli
+  with cli.exit_on_user_error("create_pretraining_data"):
     from bert_tf.tokenization import FullTokenizer
     from data_gen import pipeline
     from tfrecords import datasets
@@ -76,8 +80,6 @@ def main(argv):
     tokenizer = FullTokenizer(FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
     stats = pipeline.create_pretraining_data(input_files, output_files, tokenizer, config,
                                              num_workers)
-  except (ValueError, FileNotFoundError) as e:
-    sys.exit(f"create_pretraining_data: error: {e}")
   print(pipeline.summary(stats))
   print(f"wrote {len(output_files)} shard(s) ({output_files[0]}"
         f"{', ...' if len(output_files) > 1 else ''}); stats in "

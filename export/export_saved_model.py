@@ -13,6 +13,7 @@ from absl import app
 from absl import flags
 from absl import logging
 
+from bert_tf import cli
 from export import saved_model
 
 FLAGS = flags.FLAGS
@@ -33,13 +34,11 @@ flags.DEFINE_string("model_name", "bert", "The model name in the warm-up request
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-  try:
+  with cli.exit_on_user_error("export_saved_model"):
     path = saved_model.export_from_output_dir(FLAGS.model_dir, FLAGS.export_dir,
                                               data=FLAGS.data_dir,
                                               checkpoint=FLAGS.checkpoint,
                                               model_name=FLAGS.model_name)
-  except (ValueError, FileNotFoundError) as e:
-    sys.exit(f"export_saved_model: error: {e}")
   logging.info("exported to %s", path)
   print(path)
 

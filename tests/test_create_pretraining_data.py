@@ -473,6 +473,11 @@ def test_the_originals_records_read_like_ours(corpus, tmp_path):
     ("--input_file=/nonexistent/dir/*.txt", "/nonexistent/dir/*.txt"),
     ("--max_seq_length=600", "--max_seq_length=600"),
     ("--vocab_file={no_mask_vocab}", "[MASK]"),
+    # A folder is not "an empty corpus": say so, and how to read its files.
+    ("--input_file={tmp}", "create_pretraining_data: error: {tmp} is a directory; give its "
+     "files, e.g. '{tmp}/*'"),
+    # An OS error is one line naming the path, not a traceback.
+    ("--output_file={tmp}/c.txt/o.tfrecord", "create_pretraining_data: error: "),
 ])
 def test_cli_bad_input_exits_non_zero_naming_the_problem(tmp_path, flag, message):
   corpus_file = tmp_path / "c.txt"
@@ -482,8 +487,9 @@ def test_cli_bad_input_exits_non_zero_naming_the_problem(tmp_path, flag, message
   flags = {"--input_file": str(corpus_file), "--output_file": str(tmp_path / "o.tfrecord"),
            "--vocab_file": VOCAB}
   name, value = flag.split("=", 1)
-  flags[name] = value.format(no_mask_vocab=no_mask_vocab)
+  flags[name] = value.format(no_mask_vocab=no_mask_vocab, tmp=tmp_path)
   result = _cli(*(f"{k}={v}" for k, v in flags.items()))
   assert result.returncode != 0
-  assert message in result.stderr
+  assert message.format(tmp=tmp_path) in result.stderr
+  assert "Traceback" not in result.stderr
   assert not (tmp_path / "o.tfrecord").exists()
