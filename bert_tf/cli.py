@@ -10,6 +10,7 @@ the plain values (`runner.RunArgs`, `pretraining.PretrainArgs`, `distribute.get_
 import contextlib
 import dataclasses
 import sys
+import time
 from typing import Callable
 
 from absl import app
@@ -147,14 +148,44 @@ def strategy_from_flags() -> tf.distribute.Strategy:
   return strategy
 
 
+# Results that are bookkeeping, not a measure of the model.
+_RUN_KEYS = ("global_step", "train_seconds", "examples_per_second", "export_path",
+             "learning_rate", "seed")
+
+
+def summary(program: str, results: dict, output_dir: str, seconds: float) -> str:
+  """What a run did, in a few lines: wall time, steps and speed, the metrics, where it all is.
+  `results`: a fine-tuning run's {"best": ...} or pretraining's evaluation results."""
+  best = results.get("best", results)
+  lines = [f"{program}: done in {seconds:,.0f} s; outputs in {output_dir}"]
+  if "train_seconds" in best:
+    lines.append(f"  trained to global step {best['global_step']} in "
+                 f"{best['train_seconds']:,.0f} s ({best['examples_per_second']:.1f} "
+                 "examples/s)")
+  elif "global_step" in best:
+    lines.append(f"  the model at global step {best['global_step']}")
+  metrics = {k: v for k, v in sorted(best.items())
+             if k not in _RUN_KEYS and isinstance(v, (int, float))}
+  if metrics:
+    lines.append("  " + ", ".join(f"{k} {v:.4g}" for k, v in metrics.items()))
+  if len(results.get("runs", [])) > 1:
+    lines.append(f"  the best of {len(results['runs'])} runs: learning_rate "
+                 f"{best['learning_rate']:g}, seed {best['seed']}")
+  if "export_path" in best:
+    lines.append(f"  exported for TF Serving to {best['export_path']}")
+  return "\n".join(lines)
+
+
 def run_main(program: str, main: Callable[[], object], required: list[str]) -> None:
   """Parses the flags and runs main(); a user's error exits non-zero with one line
   `<program>: error: <message>`, naming the flag, file or line."""
   def absl_main(argv):
     if len(argv) > 1:
       raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+    start = time.time()
     with exit_on_user_error(program):
-      main()
+      results = main()
+    print(summary(program, results or {}, FLAGS.output_dir, time.time() - start), flush=True)
 
   flags.mark_flags_as_required(required)
   app.run(absl_main)

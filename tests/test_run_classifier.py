@@ -15,6 +15,7 @@ import pytest
 import tensorflow as tf
 from safetensors import numpy as safetensors_numpy
 
+from bert_tf import cli
 from bert_tf import distribute
 from bert_tf.configs import BertConfig
 from bert_tf.tasks import glue, runner
@@ -265,3 +266,16 @@ def test_cli_exits_non_zero_with_the_file_and_line(tmp_path):
   assert "run_classifier: error:" in result.stderr
   assert f"{tmp_path / 'data' / 'dev.tsv'}:6: label '7' is not one of ['0', '1']" in (
       result.stderr)
+
+
+def test_the_run_summary_says_what_a_sweep_did():
+  results = {"best": {"learning_rate": 3e-5, "seed": 12346, "global_step": 345,
+                      "train_seconds": 402.3, "examples_per_second": 27.4,
+                      "eval_accuracy": 0.7745, "eval_f1": 0.8497, "export_path": "/s/1"},
+             "runs": [{}, {}, {}]}
+  assert cli.summary("run_classifier", results, "/tmp/mrpc", 1234.5) == (
+      "run_classifier: done in 1,234 s; outputs in /tmp/mrpc\n"
+      "  trained to global step 345 in 402 s (27.4 examples/s)\n"
+      "  eval_accuracy 0.7745, eval_f1 0.8497\n"
+      "  the best of 3 runs: learning_rate 3e-05, seed 12346\n"
+      "  exported for TF Serving to /s/1")

@@ -1,6 +1,7 @@
 """run_pretraining end to end, as a user runs it: outputs, --init_checkpoint, and bad input."""
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -38,7 +39,7 @@ def setup(tmp_path_factory):
   trained = d / "trained"
   out = run_pretraining(*common, f"--output_dir={trained}", "--do_train", "--do_eval")
   assert out.returncode == 0, out.stderr[-3000:]
-  return dict(dir=d, common=common, trained=trained, log=out.stderr)
+  return dict(dir=d, common=common, trained=trained, log=out.stderr, stdout=out.stdout)
 
 
 def test_trains_checkpoints_summarizes_and_evaluates(setup):
@@ -52,6 +53,10 @@ def test_trains_checkpoints_summarizes_and_evaluates(setup):
   assert sorted(results) == ["global_step", "loss", "masked_lm_accuracy", "masked_lm_loss",
                              "next_sentence_accuracy", "next_sentence_loss"]
   assert results["global_step"] == 4
+  # The run ends on a summary of what it did.
+  assert re.search(rf"run_pretraining: done in [\d,]+ s; outputs in {trained}\n"
+                   r"  the model at global step 4\n  loss [\d.]+, masked_lm_accuracy [\d.]+",
+                   setup["stdout"]), setup["stdout"]
   assert results["loss"] == pytest.approx(results["masked_lm_loss"] +
                                           results["next_sentence_loss"], rel=1e-5)
 
