@@ -408,10 +408,47 @@ def _load_mapped(weights: _Weights, name_map: NameMap, targets: dict) -> list[st
   return loaded
 
 
+class CorruptCheckpointError(ValueError):
+  """A checkpoint whose files are truncated, missing or fail their checksums."""
+
+
+# What TensorFlow raises reading a damaged checkpoint: a truncated file or a failed checksum,
+# a missing data shard (IndexError: its checkpoint reader's "Read less bytes than requested").
+_DAMAGE = (tf.errors.DataLossError, tf.errors.OutOfRangeError, tf.errors.NotFoundError,
+           IndexError)
+
+
+def read_checkpoint(checkpoint: tf.train.Checkpoint, prefix: str, partial: bool = False) -> None:
+  """Restores `prefix` into `checkpoint`, naming it in any error: CorruptCheckpointError when
+  its files are damaged, ValueError when it holds another model.
+
+  partial: the checkpoint may hold more than `checkpoint` asks for (an optimizer, heads).
+  """
+  try:
+    status = checkpoint.read(prefix)
+    if partial:
+      status.expect_partial()
+    status.assert_existing_objects_matched()
+  except _DAMAGE as e:
+    raise _damaged(prefix, e) from e
+  except (AssertionError, ValueError, tf.errors.OpError) as e:
+    raise ValueError(f"{prefix}: does not match the model: {e}") from e
+
+
+def _damaged(prefix: str, error: Exception) -> CorruptCheckpointError:
+  return CorruptCheckpointError(
+      f"{prefix}: the checkpoint is damaged (truncated, or changed since it was saved): "
+      f"{getattr(error, 'message', error)}")
+
+
 def _checkpoint_items(prefix: str) -> set[str]:
   """The names a tf.train.Checkpoint was saved with (its root object's children)."""
   graph = trackable_object_graph_pb2.TrackableObjectGraph()
-  graph.ParseFromString(tf.train.load_checkpoint(prefix).get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
+  try:
+    graph.ParseFromString(
+        tf.train.load_checkpoint(prefix).get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
+  except _DAMAGE as e:
+    raise _damaged(prefix, e) from e
   return {child.local_name for child in graph.nodes[0].children}
 
 
@@ -424,11 +461,7 @@ def _load_ours(prefix: str, targets: dict) -> list[str]:
     raise ValueError(f"{prefix}: this checkpoint has no 'encoder' (it has {sorted(saved)})")
   for missing in targets.keys() - present.keys():
     logging.warning("%s: no %s; it keeps its initialization", prefix, missing)
-  try:
-    status = tf.train.Checkpoint(**present).read(prefix)
-    status.expect_partial().assert_existing_objects_matched()
-  except (AssertionError, ValueError, tf.errors.OpError) as e:
-    raise ValueError(f"{prefix}: does not match the model: {e}") from e
+  read_checkpoint(tf.train.Checkpoint(**present), prefix, partial=True)
   return list(present)
 
 

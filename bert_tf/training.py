@@ -33,6 +33,7 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
+from bert_tf import checkpoints
 from bert_tf import distribute
 
 # --mixed_precision values -> Keras policies.
@@ -192,29 +193,28 @@ def checkpoint(model: tf_keras.Model, global_step: tf.Variable, **items) -> tf.t
   return tf.train.Checkpoint(model=model, global_step=global_step, **model_items, **items)
 
 
-def _read(checkpoint: tf.train.Checkpoint, path: str, partial: bool = False) -> None:
-  """Restores `path` into checkpoint; a checkpoint of another model is a ValueError naming it.
-
-  partial: the checkpoint may hold more than `checkpoint` (e.g. an optimizer, for evaluation).
-  """
-  try:
-    status = checkpoint.read(path)
-    if partial:
-      status.expect_partial()
-    status.assert_existing_objects_matched()
-  except (AssertionError, ValueError, tf.errors.OpError) as e:
-    raise ValueError(f"{path}: the checkpoint does not match the model (another config in the "
-                     f"same output_dir?): {e}") from e
-
-
 def _restore(checkpoint: tf.train.Checkpoint, output_dir: str, model: tf_keras.Model,
              init_fn: Callable | None) -> None:
-  """Restores the latest checkpoint in output_dir; else calls init_fn(model) if given."""
-  latest = tf.train.latest_checkpoint(output_dir)
-  if latest:
-    logging.info("restoring %s", latest)
-    _read(checkpoint, latest)
-  elif init_fn is not None:
+  """Restores the newest checkpoint in output_dir that reads, saying which damaged ones it
+  skipped (a crash or a full disk during a save); with none there, calls init_fn(model)."""
+  state = tf.train.get_checkpoint_state(output_dir)
+  saved = list(reversed(state.all_model_checkpoint_paths)) if state else []
+  damaged = []
+  for path in saved:
+    try:
+      checkpoints.read_checkpoint(checkpoint, path)
+    except checkpoints.CorruptCheckpointError as e:
+      logging.warning("skipping a damaged checkpoint: %s", e)
+      damaged.append(path)
+      continue
+    logging.info("restoring %s%s", path,
+                 f" (skipped the damaged {', '.join(damaged)})" if damaged else "")
+    return
+  if damaged:
+    raise checkpoints.CorruptCheckpointError(
+        f"no checkpoint in {output_dir} reads ({', '.join(damaged)} are damaged): remove them "
+        "to train afresh")
+  if init_fn is not None:
     init_fn(model)
 
 
@@ -228,6 +228,11 @@ class _Saver:
                  os.path.join(tempfile.gettempdir(), f"bert_tf-worker-{os.getpid()}"))
     self.manager = tf.train.CheckpointManager(checkpoint, directory, max_to_keep=keep,
                                               checkpoint_name="ckpt")
+    if self.is_chief:
+      # A save that died half-way (killed, disk full) leaves its shards in ckpt-<N>_temp/.
+      for unfinished in tf.io.gfile.glob(os.path.join(directory, "ckpt-*_temp")):
+        logging.warning("removing %s, a checkpoint save that did not finish", unfinished)
+        tf.io.gfile.rmtree(unfinished)
 
   def save(self, step: int) -> str:
     path = self.manager.save(checkpoint_number=step)
@@ -364,7 +369,7 @@ def evaluate(strategy: tf.distribute.Strategy,
     global_step = tf.Variable(0, dtype=tf.int64, trainable=False)
   latest = tf.train.latest_checkpoint(output_dir)
   if latest:
-    _read(checkpoint(model, global_step), latest, partial=True)
+    checkpoints.read_checkpoint(checkpoint(model, global_step), latest, partial=True)
   elif init_fn is not None:
     init_fn(model)
   else:

@@ -91,6 +91,29 @@ def test_resumed_run_reads_on_from_the_same_input_position(setup):
                      checkpoint_values(str(setup["trained"] / "ckpt-4")))
 
 
+def test_a_damaged_latest_checkpoint_is_skipped_and_training_redone_from_the_one_before(setup):
+  damaged = setup["dir"] / "damaged"
+  shutil.copytree(setup["trained"], damaged)
+  data = damaged / "ckpt-4.data-00000-of-00001"
+  data.write_bytes(data.read_bytes()[:1000])  # A save cut short by a full disk.
+  (damaged / "ckpt-6_temp").mkdir()  # A save killed half-way.
+  out = run_pretraining(*setup["common"], f"--output_dir={damaged}", "--do_train")
+  assert out.returncode == 0, out.stderr[-3000:]
+  assert f"skipping a damaged checkpoint: {damaged}/ckpt-4: the checkpoint is damaged" \
+      in out.stderr
+  assert "resuming at global step 2" in out.stderr
+  assert not (damaged / "ckpt-6_temp").exists()
+  assert_same_values(checkpoint_values(str(damaged / "ckpt-4")),
+                     checkpoint_values(str(setup["trained"] / "ckpt-4")))
+  # As an --init_checkpoint, a damaged one is named as damaged, not as another model.
+  data.write_bytes(data.read_bytes()[:1000])
+  out = run_pretraining(*setup["common"], f"--output_dir={setup['dir'] / 'from_damaged'}",
+                        "--do_eval", f"--init_checkpoint={damaged / 'ckpt-4'}")
+  assert out.returncode == 1
+  assert (f"run_pretraining: error: {damaged}/ckpt-4: the checkpoint is damaged (truncated, "
+          "or changed since it was saved)") in out.stderr, out.stderr[-2000:]
+
+
 @pytest.mark.parametrize("flags, messages", [
     (["--input_file={dir}/missing-*.tfrecord"], ["no file matches '{dir}/missing-*.tfrecord'"]),
     (["--max_seq_length=64"],

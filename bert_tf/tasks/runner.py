@@ -100,11 +100,7 @@ def restore(model: tf_keras.Model, checkpoint: str) -> int:
   """Restores a fine-tuned model's checkpoint (training's, with optimizer state, or a sweep's
   best) into `model`. Returns its global step; ValueError naming the checkpoint if a variable
   of the model is missing from it."""
-  try:
-    tf.train.Checkpoint(model=model).read(checkpoint).expect_partial() \
-        .assert_existing_objects_matched()
-  except (AssertionError, ValueError, tf.errors.OpError) as e:
-    raise ValueError(f"{checkpoint}: does not match the model: {e}") from e
+  checkpoints.read_checkpoint(tf.train.Checkpoint(model=model), checkpoint, partial=True)
   step = tf.Variable(0, dtype=tf.int64)
   tf.train.Checkpoint(global_step=step).read(checkpoint).expect_partial()
   return int(step.numpy())
