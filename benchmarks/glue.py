@@ -48,6 +48,7 @@ def main(argv):
       "impl": "bert_tf", "task": FLAGS.task_name, "steps": best.pop("global_step"),
       "train_seconds": round(best.pop("train_seconds"), 1),
       "train_examples_per_s": round(best.pop("examples_per_second"), 2),
+      "learning_rate": best.pop("learning_rate"), "seed": best.pop("seed"),
       **{k: float(f"{v:.4g}") for k, v in best.items()}}))
 
 
