@@ -19,6 +19,7 @@ from absl import app
 from absl import flags
 from absl import logging
 import numpy as np
+import bert_tf  # noqa: F401  (before TensorFlow: its process defaults, oneDNN on, apply)
 import tensorflow as tf
 import tf_keras
 from official.nlp.modeling import layers as tfm_layers

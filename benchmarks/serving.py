@@ -17,6 +17,7 @@ import time
 from absl import app
 from absl import flags
 import numpy as np
+import bert_tf  # noqa: F401  (before TensorFlow: its process defaults, oneDNN on, apply)
 import tensorflow as tf
 import tensorflow_text  # noqa: F401 (registers the tokenizer's ops)
 

