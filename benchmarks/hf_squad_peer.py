@@ -53,7 +53,6 @@ import collections
 import dataclasses
 import json
 import os
-import random
 import re
 import string
 import sys
@@ -62,6 +61,8 @@ import time
 import numpy as np
 import torch
 import transformers
+
+from hf_peer import batches, build_optimizer, impl, time_steps, train_step
 
 
 @dataclasses.dataclass
@@ -164,46 +165,6 @@ def tensors(features: list[Feature], is_training: bool) -> dict[str, torch.Tenso
     data["start_positions"] = data.pop("start_position")
     data["end_positions"] = data.pop("end_position")
   return data
-
-
-def batches(data, batch_size, num_steps, seed):
-  """num_steps batches of indices from a stream of reshuffled epochs (remainders carry on)."""
-  rng = random.Random(seed)
-  n = len(data["input_ids"])
-  stream = []
-  for _ in range(num_steps):
-    while len(stream) < batch_size:
-      order = list(range(n))
-      rng.shuffle(order)
-      stream += order
-    idx, stream = stream[:batch_size], stream[batch_size:]
-    yield {k: v[idx] for k, v in data.items()}
-
-
-def train_step(model, optimizer, batch):
-  loss = model(**batch).loss
-  loss.backward()
-  torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-  optimizer.step()
-  optimizer.zero_grad()
-  return loss
-
-
-def time_steps(model, optimizer, batch, num_steps):
-  """Prints the ms per training step over num_steps, after as many untimed."""
-  for _ in range(num_steps):
-    train_step(model, optimizer, batch)
-  start = time.time()
-  for _ in range(num_steps):
-    train_step(model, optimizer, batch)
-  ms = 1000 * (time.time() - start) / num_steps
-  print(json.dumps({"impl": impl(), "steps_timed": num_steps,
-                    "batch_shape": list(batch["input_ids"].shape), "ms_per_step": round(ms, 1),
-                    "examples_per_s": round(len(batch["input_ids"]) / ms * 1000, 2)}))
-
-
-def impl():
-  return f"hf_transformers {transformers.__version__} torch {torch.__version__}"
 
 
 def predict_logits(model, features, batch_size):
@@ -338,24 +299,6 @@ def evaluate_v2(dataset, predictions, na_probs, na_prob_thresh=1.0):
   return results
 
 
-def build_optimizer(model, args, num_steps):
-  no_decay = ("bias", "LayerNorm.weight")
-  groups = [{"params": [p for n, p in model.named_parameters()
-                        if not any(k in n for k in no_decay)], "weight_decay": 0.01},
-            {"params": [p for n, p in model.named_parameters()
-                        if any(k in n for k in no_decay)], "weight_decay": 0.0}]
-  optimizer = torch.optim.AdamW(groups, lr=args.learning_rate, eps=1e-6)
-  warmup = int(num_steps * 0.1)
-  if args.original_schedule:
-    # google-research/bert's (and bert_tf's): the decay is computed from step 0, so right
-    # after warmup the rate is already lr * (1 - warmup / num_steps).
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: step / warmup if step < warmup else 1 - step / num_steps)
-  else:
-    schedule = transformers.get_linear_schedule_with_warmup(optimizer, warmup, num_steps)
-  return optimizer, schedule
-
-
 def replay(args):
   """bert_tf's replay steps (see squad.py --replay_file); prints the loss per step."""
   saved = np.load(args.replay_file)
@@ -364,7 +307,8 @@ def replay(args):
   with torch.no_grad():
     model.qa_outputs.weight.copy_(torch.from_numpy(saved["head_kernel"].T))
     model.qa_outputs.bias.copy_(torch.from_numpy(saved["head_bias"]))
-  optimizer, schedule = build_optimizer(model, args, int(saved["total_steps"]))
+  optimizer, schedule = build_optimizer(model, args.learning_rate, int(saved["total_steps"]),
+                                        args.original_schedule)
   model.train()
   losses = []
   for i in range(int(saved["num_steps"])):
@@ -427,7 +371,8 @@ def main():
 
   start = time.time()
   model = transformers.AutoModelForQuestionAnswering.from_pretrained(args.model_dir)
-  optimizer, schedule = build_optimizer(model, args, num_steps)
+  optimizer, schedule = build_optimizer(model, args.learning_rate, num_steps,
+                                        args.original_schedule)
   model.train()
   if args.time_steps:
     time_steps(model, optimizer, next(batches(train, args.train_batch_size, 1, args.seed)),

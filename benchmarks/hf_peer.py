@@ -1,0 +1,68 @@
+"""What the Hugging Face peers (hf_glue_peer.py, hf_squad_peer.py) share: the training stream,
+step, optimizer and schedule, and the step timing. torch and transformers only; imported as a
+sibling module (the peers run as scripts from benchmarks/)."""
+import json
+import random
+import time
+
+import torch
+import transformers
+
+
+def impl() -> str:
+  return f"hf_transformers {transformers.__version__} torch {torch.__version__}"
+
+
+def batches(data, batch_size, num_steps, seed):
+  """num_steps batches of indices from a stream of reshuffled epochs (remainders carry on)."""
+  rng = random.Random(seed)
+  n = len(data["input_ids"])
+  stream = []
+  for _ in range(num_steps):
+    while len(stream) < batch_size:
+      order = list(range(n))
+      rng.shuffle(order)
+      stream += order
+    idx, stream = stream[:batch_size], stream[batch_size:]
+    yield {k: v[idx] for k, v in data.items()}
+
+
+def train_step(model, optimizer, batch):
+  loss = model(**batch).loss
+  loss.backward()
+  torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+  optimizer.step()
+  optimizer.zero_grad()
+  return loss
+
+
+def time_steps(model, optimizer, batch, num_steps):
+  """Prints the ms per training step over num_steps, after as many untimed."""
+  for _ in range(num_steps):
+    train_step(model, optimizer, batch)
+  start = time.time()
+  for _ in range(num_steps):
+    train_step(model, optimizer, batch)
+  ms = 1000 * (time.time() - start) / num_steps
+  print(json.dumps({"impl": impl(), "steps_timed": num_steps,
+                    "batch_shape": list(batch["input_ids"].shape), "ms_per_step": round(ms, 1),
+                    "examples_per_s": round(len(batch["input_ids"]) / ms * 1000, 2)}))
+
+
+def build_optimizer(model, learning_rate: float, num_steps: int, original_schedule: bool):
+  """AdamW (eps 1e-6, weight decay 0.01 except biases and LayerNorm), 10% linear warmup, then
+  linear decay: transformers' (decay from the end of warmup), or with original_schedule
+  google-research/bert's and bert_tf's (decay computed from step 0)."""
+  no_decay = ("bias", "LayerNorm.weight")
+  groups = [{"params": [p for n, p in model.named_parameters()
+                        if not any(k in n for k in no_decay)], "weight_decay": 0.01},
+            {"params": [p for n, p in model.named_parameters()
+                        if any(k in n for k in no_decay)], "weight_decay": 0.0}]
+  optimizer = torch.optim.AdamW(groups, lr=learning_rate, eps=1e-6)
+  warmup = int(num_steps * 0.1)
+  if original_schedule:
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: step / warmup if step < warmup else 1 - step / num_steps)
+  else:
+    schedule = transformers.get_linear_schedule_with_warmup(optimizer, warmup, num_steps)
+  return optimizer, schedule
