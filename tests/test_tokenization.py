@@ -150,16 +150,20 @@ def test_uncased_words_ignore_the_process_locale():
 # --- The WordPiece step.
 
 
+TINY_TOKENS = list(tokenization.SPECIAL_TOKENS) + ["a", "##a", "un", "##aff", "##able", "x",
+                                                  "ж", "##ж", "e", "##e"]
+
+
 @pytest.fixture(scope="module")
 def tiny_vocab(tmp_path_factory):
-  tokens = list(tokenization.SPECIAL_TOKENS) + ["a", "##a", "é", "##é", "un", "##aff",
-                                                 "##able", "x", "ж", "##ж", "e", "##e"]
-  return _write_vocab(tmp_path_factory.mktemp("tiny") / "vocab.txt", tokens)
+  """Uncased: no capital, no accent."""
+  return _write_vocab(tmp_path_factory.mktemp("tiny") / "vocab.txt", TINY_TOKENS)
 
 
-def test_words_over_200_characters_are_unknown(tiny_vocab):
+def test_words_over_200_characters_are_unknown(tiny_vocab, tmp_path):
   uncased = tokenization.FullTokenizer(tiny_vocab, do_lower_case=True)
-  cased = tokenization.FullTokenizer(tiny_vocab, do_lower_case=False)
+  cased = tokenization.FullTokenizer(
+      _write_vocab(tmp_path / "vocab.txt", TINY_TOKENS + ["é", "##é", "X"]), do_lower_case=False)
   # 200 two-byte characters (400 bytes) still piece; the limit counts characters.
   assert uncased.tokenize("ж" * 200) == ["ж"] + ["##ж"] * 199
   assert uncased.tokenize("ж" * 201) == ["[UNK]"]
@@ -199,6 +203,43 @@ def test_vocab_missing_special_token(tmp_path):
   path = _write_vocab(tmp_path / "vocab.txt", ["[PAD]", "[UNK]", "[CLS]", "a"])
   with pytest.raises(ValueError, match=r"vocab\.txt: missing special token\(s\) \[SEP\] \[MASK\]"):
     tokenization.FullTokenizer(path)
+
+
+def test_casing_that_contradicts_the_vocab_is_refused(tmp_path):
+  uncased = _write_vocab(tmp_path / "uncased.txt", TINY_TOKENS + ["[unused0]", "[Foo]"])
+  with pytest.raises(ValueError, match=r"uncased\.txt: an uncased vocab \(no word piece has a "
+                     r"capital or an accent\) with do_lower_case=False, .* pass "
+                     r"--do_lower_case=True$"):
+    tokenization.FullTokenizer(uncased, do_lower_case=False)
+  cased = _write_vocab(tmp_path / "cased.txt", TINY_TOKENS + ["##X", "Un"])
+  with pytest.raises(ValueError, match=r"cased\.txt: a cased vocab \(2 word pieces with "
+                     r"capitals, such as '##X'\) with do_lower_case=True, .* pass "
+                     r"--do_lower_case=False$"):
+    tokenization.FullTokenizer(cased, do_lower_case=True)
+  # Evidence either way is needed: lower-case with accents (a lower-cased corpus learned
+  # cased), or no cased script at all, may go either way.
+  for tokens in (TINY_TOKENS + ["é"], list(tokenization.SPECIAL_TOKENS) + ["北", "##京", "1"]):
+    path = _write_vocab(tmp_path / "either.txt", tokens)
+    for do_lower_case in (True, False):
+      tokenization.FullTokenizer(path, do_lower_case)
+
+
+def test_a_model_folders_tokenizer_config_decides_the_casing(tmp_path):
+  with pytest.raises(ValueError, match=r"vocab\.txt: do_lower_case=False contradicts the "
+                     r"tokenizer_config\.json beside it, which says do_lower_case=True \(the "
+                     r"model is uncased\); pass --do_lower_case=True$"):
+    tokenization.FullTokenizer(MINILM_VOCAB, do_lower_case=False)
+  # Stated, it overrides what the pieces suggest (an uncased-looking vocab, here).
+  vocab = _write_vocab(tmp_path / "vocab.txt", TINY_TOKENS)
+  config = tmp_path / "tokenizer_config.json"
+  config.write_text('{"do_lower_case": false, "unk_token": "[UNK]"}', encoding="utf-8")
+  assert not tokenization.FullTokenizer(vocab, do_lower_case=False).do_lower_case
+  with pytest.raises(ValueError, match=r"says do_lower_case=False \(the model is cased\); "
+                     "pass --do_lower_case=False"):
+    tokenization.FullTokenizer(vocab, do_lower_case=True)
+  config.write_text('{"do_lower_case": ', encoding="utf-8")
+  with pytest.raises(ValueError, match=r"tokenizer_config\.json: not valid JSON"):
+    tokenization.FullTokenizer(vocab)
 
 
 def test_vocab_file_errors(tmp_path):
