@@ -70,16 +70,18 @@ def main(argv):
   # pylint: disable=g-import-not-at-top  (see the note above the flags)
   from bert_tf import cli
   with cli.exit_on_user_error("create_pretraining_data"):
+    from bert_tf import output_lock
     from bert_tf.tokenization import FullTokenizer
     from data_gen import pipeline
     from tfrecords import datasets
     input_files = datasets.list_files(FLAGS.input_file)
-    output_files = pipeline.shard_paths(
-        [p.strip() for p in FLAGS.output_file.split(",") if p.strip()], FLAGS.num_output_shards)
+    prefixes = [p.strip() for p in FLAGS.output_file.split(",") if p.strip()]
+    output_files = pipeline.shard_paths(prefixes, FLAGS.num_output_shards)
     num_workers = FLAGS.num_workers or len(os.sched_getaffinity(0))
     tokenizer = FullTokenizer(FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
-    stats = pipeline.create_pretraining_data(input_files, output_files, tokenizer, config,
-                                             num_workers)
+    with output_lock.lock_output_files(prefixes):
+      stats = pipeline.create_pretraining_data(input_files, output_files, tokenizer, config,
+                                               num_workers)
   print(pipeline.summary(stats))
   print(f"wrote {len(output_files)} shard(s) ({output_files[0]}"
         f"{', ...' if len(output_files) > 1 else ''}); stats in "

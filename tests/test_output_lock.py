@@ -1,0 +1,75 @@
+"""One job per output: a second job refuses at once, naming the first; a killed holder frees
+the lock; output file prefixes lock apart; create_pretraining_data takes its prefix's lock."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from bert_tf import output_lock
+from test_run_classifier import VOCAB
+
+ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+HOLD = ("import sys, time\n"
+        "from bert_tf import output_lock\n"
+        "with output_lock.lock_output_dir(sys.argv[1]):\n"
+        "  print('held', flush=True)\n"
+        "  time.sleep(600)\n")
+
+
+def test_a_second_job_is_refused_until_the_holder_is_killed(tmp_path):
+  out = str(tmp_path / "out")
+  holder = subprocess.Popen([sys.executable, "-c", HOLD, out], stdout=subprocess.PIPE,
+                            text=True, env=ENV)
+  try:
+    assert holder.stdout.readline() == "held\n"
+    with pytest.raises(output_lock.OutputBusyError) as refused:
+      with output_lock.lock_output_dir(out):
+        pass
+  finally:
+    holder.kill()  # SIGKILL: no cleanup runs in the holder.
+    holder.wait()
+  message = str(refused.value)
+  assert message.startswith(f"{out}: another job is writing there: pid {holder.pid} on ")
+  assert ", started 20" in message and f"its lock is {out}/.lock" in message
+
+  assert os.path.exists(os.path.join(out, ".lock"))  # Left by the killed job, but free.
+  with output_lock.lock_output_dir(out):
+    pass
+  assert os.listdir(out) == []  # A clean release removes it.
+
+
+def test_prefixes_in_one_folder_lock_apart(tmp_path):
+  first, second = str(tmp_path / "a.tfrecord"), str(tmp_path / "b.tfrecord")
+  with output_lock.lock_output_files([first]):
+    with output_lock.lock_output_files([second]):
+      assert sorted(os.listdir(tmp_path)) == [".a.tfrecord.lock", ".b.tfrecord.lock"]
+    # Not re-entrant: the same prefix again (a second job, or a thread) is refused.
+    with pytest.raises(output_lock.OutputBusyError, match=f"pid {os.getpid()} "):
+      with output_lock.lock_output_files([second, first]):
+        pass
+    assert os.listdir(tmp_path) == [".a.tfrecord.lock"]  # b's lock, taken first, was freed.
+
+
+def test_outputs_that_are_no_local_path_go_unlocked(tmp_path):
+  with output_lock.lock_output_dir("ram://out"):
+    with output_lock.lock_output_dir("ram://out"):
+      pass
+
+
+def test_create_pretraining_data_refuses_while_another_job_writes_its_prefix(tmp_path):
+  (tmp_path / "corpus.txt").write_text("One sentence here.\nAnother one.\n\nA document.\n")
+  prefix = str(tmp_path / "out" / "pretrain.tfrecord")
+  with output_lock.lock_output_files([prefix]):
+    result = subprocess.run(
+        [sys.executable, "-m", "data_gen.create_pretraining_data",
+         f"--input_file={tmp_path / 'corpus.txt'}", f"--output_file={prefix}",
+         f"--vocab_file={VOCAB}", "--num_workers=1"],
+        capture_output=True, text=True, timeout=300, env=ENV)
+    assert os.listdir(tmp_path / "out") == [".pretrain.tfrecord.lock"]  # Ours: nothing written.
+  assert result.returncode == 1
+  [error] = [l for l in result.stderr.splitlines()
+             if l.startswith("create_pretraining_data: error: ")]
+  assert error.startswith(f"create_pretraining_data: error: {prefix}: another job is writing "
+                          f"there: pid {os.getpid()} on "), error
+  assert f"its lock is {tmp_path}/out/.pretrain.tfrecord.lock" in error
