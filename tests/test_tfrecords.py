@@ -172,3 +172,42 @@ def test_atomic_writer_leaves_no_partial_file(tmp_path):
     w.write(record)
   assert os.listdir(tmp_path / "out") == ["shard.tfrecord"]
   assert [r.numpy() for r in tf.data.TFRecordDataset(path)] == [record]
+
+
+def test_a_damaged_file_met_while_reading_is_named_with_the_byte_offset(tmp_path):
+  paths = _write_shards(tmp_path, _rows(40), 2)
+  intact = open(paths[1], "rb").read()
+  open(paths[1], "wb").write(intact[:-100])  # A copy cut short.
+  with pytest.raises(datasets.DamagedRecordsError,
+                     match=rf"^{paths[1]}: damaged: truncated record at byte \d+ \(the file was "
+                           "cut short"):
+    with datasets.naming_damaged_file(paths):
+      list(datasets.pretraining_dataset(paths, SEQ, PRED, batch_size=8, is_training=False))
+  flipped = bytearray(intact)
+  flipped[len(intact) // 2] ^= 0xFF
+  open(paths[1], "wb").write(flipped)
+  with pytest.raises(datasets.DamagedRecordsError,
+                     match=rf"^{paths[1]}: damaged: corrupted record at byte \d+"):
+    with datasets.naming_damaged_file(paths):
+      list(datasets.pretraining_dataset(paths, SEQ, PRED, batch_size=8, is_training=False))
+  # A DataLossError that no record file explains passes as it is.
+  with pytest.raises(tf.errors.DataLossError, match="elsewhere"):
+    with datasets.naming_damaged_file(paths[:1]):
+      raise tf.errors.DataLossError(None, None, "elsewhere")
+
+
+def test_first_record_refuses_files_that_are_not_record_files(tmp_path):
+  [path] = _write_shards(tmp_path, _rows(3), 1)
+  assert tf.train.Example.FromString(datasets.first_record(path))
+  stats = tmp_path / "data.stats.json"  # What create_pretraining_data writes beside its shards.
+  stats.write_text('{\n  "documents": 3,\n  "instances": 3\n}\n')
+  short = tmp_path / "short"
+  short.write_bytes(b"{}\n")
+  (tmp_path / "empty").write_bytes(b"")
+  with pytest.raises(datasets.DamagedRecordsError,
+                     match=f"^{stats}: not a TFRecord file \\(no record header at its start\\)"):
+    datasets.first_record(str(stats))
+  with pytest.raises(datasets.DamagedRecordsError,
+                     match=f"^{short}: not a TFRecord file \\(3 bytes, less than one record"):
+    datasets.first_record(str(short))
+  assert datasets.first_record(str(tmp_path / "empty")) is None

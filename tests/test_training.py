@@ -218,6 +218,24 @@ def test_evaluate_reports_the_checkpoint_loss_and_step(runs):
   assert [p.name for p in runs["dir"].glob("eval_results.txt*")] == ["eval_results.txt"]
 
 
+def test_a_truncated_shard_met_in_the_training_loop_is_named(tmp_path):
+  """TensorFlow's DataLossError from inside the loop's tf.function names no file; the reader's
+  guard finds the one cut short."""
+  files = [write_pretraining_records(str(tmp_path / f"data-{i}.tfrecord"), 16, seed=i)
+           for i in range(2)]
+  with open(files[1], "r+b") as f:
+    f.truncate(os.path.getsize(files[1]) - 50)
+  strategy = distribute.get_strategy("one_device")
+  with pytest.raises(datasets.DamagedRecordsError,
+                     match=rf"^{files[1]}: damaged: truncated record at byte \d+"):
+    with datasets.naming_damaged_file(files):
+      training.train(strategy, lambda: pretrainer.build_pretrainer(CONFIG, SEQ, PREDS),
+                     lambda: optimization.create_optimizer(1e-3, TOTAL_STEPS, 0),
+                     pretrainer.pretraining_loss,
+                     lambda ctx: datasets.pretraining_dataset(files, SEQ, PREDS, BATCH, True, ctx),
+                     str(tmp_path / "out"), TOTAL_STEPS, steps_per_loop=2)
+
+
 def test_mixed_precision_names_are_checked():
   with pytest.raises(ValueError, match="'fp8' is not one of"):
     training.set_mixed_precision("fp8")

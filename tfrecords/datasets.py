@@ -4,7 +4,14 @@ Static shapes throughout (`drop_remainder` on training batches) so XLA and TPUs 
 program. Under tf.distribute, pass the `InputContext` the strategy hands to
 `distribute_datasets_from_function`: each input pipeline then reads its own subset of files
 (or of records, when there are fewer files than pipelines) and batches its per-replica share.
+
+TensorFlow's reader names no file when a record is damaged ("truncated record at 9802"):
+`first_record` and `naming_damaged_file` turn that into an error naming the file.
 """
+import contextlib
+import re
+
+from absl import logging
 import tensorflow as tf
 
 from tfrecords import schema
@@ -39,6 +46,73 @@ def list_files(input_patterns: str | list[str]) -> list[str]:
                                 f"'{path.rstrip('/')}/*'")
     files.extend(matched)
   return sorted(set(files))
+
+
+class DamagedRecordsError(ValueError):
+  """A file that is not a TFRecord file, or whose records are cut short or changed."""
+
+
+# What TensorFlow's record reader says (inside a longer message) about a damaged file.
+_DAMAGE = re.compile(r"(truncated|corrupted) record at (\d+)")
+
+
+def _damaged(path: str, error: tf.errors.DataLossError) -> DamagedRecordsError:
+  """The reader's error, naming the file and saying what the damage means."""
+  found = _DAMAGE.search(error.message)
+  if not found:
+    return DamagedRecordsError(f"{path}: damaged ({error.message})")
+  kind, offset = found.group(1), int(found.group(2))
+  if kind == "corrupted" and offset == 0:
+    # Its first 12 bytes are no record header (their checksum fails): e.g. the stats JSON
+    # that create_pretraining_data writes beside its shards, matched by an `out/*` glob.
+    return DamagedRecordsError(f"{path}: not a TFRecord file (no record header at its start); "
+                               "give only record files")
+  return DamagedRecordsError(f"{path}: damaged: {kind} record at byte {offset} (the file was "
+                             "cut short, or changed since it was written)")
+
+
+def first_record(path: str) -> bytes | None:
+  """The first record of a TFRecord file; None when it holds none. Raises DamagedRecordsError
+  naming the file when it is no TFRecord file or its first record is damaged: the cheap check
+  of a file at the start of a run (one record read). Checked by content, whatever the name, and
+  refused rather than skipped: a glob that matched a stats JSON or a vocab may match other
+  wrong files too, and the user, told which, narrows it."""
+  try:
+    for record in tf.data.TFRecordDataset(path).take(1):
+      return record.numpy()
+  except tf.errors.DataLossError as e:
+    raise _damaged(path, e) from None
+  # TensorFlow reads a file shorter than one record header as holding no record.
+  size = tf.io.gfile.stat(path).length
+  if size:
+    raise DamagedRecordsError(f"{path}: not a TFRecord file ({size} bytes, less than one "
+                              "record header)")
+  return None
+
+
+def check_record_file(path: str) -> None:
+  """Reads every record of `path` (in TensorFlow's C++, at disk speed); raises
+  DamagedRecordsError naming the file and the byte offset of the first damaged record."""
+  try:
+    tf.data.TFRecordDataset(path).reduce(0, lambda count, _: count + 1)
+  except tf.errors.DataLossError as e:
+    raise _damaged(path, e) from None
+
+
+@contextlib.contextmanager
+def naming_damaged_file(files: list[str]):
+  """Turns a DataLossError raised inside the block (a truncated or corrupted record, met
+  somewhere in a training or evaluation loop reading `files`) into a DamagedRecordsError
+  naming the file and where. The files are read through on that error path only, so the normal
+  path costs nothing; a DataLossError that none of them explains passes unchanged."""
+  try:
+    yield
+  except tf.errors.DataLossError:
+    logging.warning("a record file is damaged; reading the %d input files through to find "
+                    "which", len(files))
+    for path in files:
+      check_record_file(path)
+    raise
 
 
 def record_dataset(files: list[str],
