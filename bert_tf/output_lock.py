@@ -7,7 +7,8 @@ once, naming the first and the lock file. The kernel releases an flock when its 
 however it ends (kill -9 too): a lock left by a dead job never blocks the next one.
 
 Taken once per run (a fine-tuning sweep's runs all go on under it): not re-entrant, so two
-threads of one process writing the same output are refused like two processes.
+threads of one process writing the same output are refused like two processes. Outputs on
+gs://, ram:// and tf.io.gfile's other file systems go unlocked: flock needs a local one.
 """
 import contextlib
 import fcntl

@@ -7,8 +7,10 @@ callable without flags:
 output_dir receives `ckpt-<step>` checkpoints (a re-run resumes from the latest), a copy of
 bert_config.json beside them (so the checkpoints load as `--init_checkpoint` elsewhere),
 run_settings.json (a re-run with other settings is refused, not resumed), TensorBoard
-summaries, and with do_eval eval_results.txt.
+summaries, and with do_eval eval_results.txt. While a run writes there, a second one on the
+same output_dir is refused (`output_lock`).
 """
+import contextlib
 import dataclasses
 import functools
 import os
@@ -19,6 +21,7 @@ import tensorflow as tf
 from bert_tf import checkpoints
 from bert_tf import distribute
 from bert_tf import optimization
+from bert_tf import output_lock
 from bert_tf import training
 from bert_tf.configs import BertConfig
 from bert_tf.modeling import pretrainer
@@ -67,10 +70,12 @@ def check_records(files: list[str], features: list[schema.Feature], vocab_size: 
   """Raises ValueError when the first record of a file disagrees with the flags' lengths or
   holds a token id past the model's vocab_size: parsing would fail later, deep inside the
   training loop, with a less helpful message; and on accelerators an id past the embedding
-  table reads zeros instead of failing."""
+  table reads zeros instead of failing. A file that is no record file (a stats JSON that an
+  `out/*` glob matched) is refused here too, by name (`datasets.DamagedRecordsError`)."""
   for path in files:
-    for serialized in tf.data.TFRecordDataset(path).take(1):
-      example = tf.train.Example.FromString(serialized.numpy()).features.feature
+    serialized = datasets.first_record(path)
+    if serialized is not None:
+      example = tf.train.Example.FromString(serialized).features.feature
       for f in features:
         if f.name not in example:
           raise ValueError(f"{path}: the records have no feature {f.name!r}")
@@ -170,7 +175,9 @@ def _write_config(config: BertConfig, args: PretrainArgs) -> None:
 
 def pretrain(args: PretrainArgs, strategy: tf.distribute.Strategy) -> dict:
   """Runs what args ask for; returns the eval results (empty without do_eval). Raises
-  ValueError / FileNotFoundError / FloatingPointError with a message for the user.
+  ValueError / FileNotFoundError / FloatingPointError with a message for the user, naming a
+  damaged record file (`datasets.DamagedRecordsError`), and output_lock.OutputBusyError while
+  another job writes output_dir.
 
   The strategy comes first (multi-worker collectives must be set up before any TF op), with
   the mixed-precision policy already set (`training.set_mixed_precision`).
@@ -184,11 +191,14 @@ def pretrain(args: PretrainArgs, strategy: tf.distribute.Strategy) -> dict:
                                                    args.max_predictions_per_seq),
                 config.vocab_size)
   tf.io.gfile.makedirs(args.output_dir)
-  if distribute.is_chief(strategy):
-    _write_config(config, args)
-  run = _Pretraining(args, strategy, config, files)
-  if args.do_train:
-    training.check_run_settings(args.output_dir, _run_settings(args, config, files),
-                                distribute.is_chief(strategy))
-    run.train()
-  return run.evaluate() if args.do_eval else {}
+  is_chief = distribute.is_chief(strategy)
+  # The chief only: the other workers of a multi-worker job run with the same output_dir.
+  with (output_lock.lock_output_dir(args.output_dir) if is_chief else contextlib.nullcontext(),
+        datasets.naming_damaged_file(files)):
+    if is_chief:
+      _write_config(config, args)
+    run = _Pretraining(args, strategy, config, files)
+    if args.do_train:
+      training.check_run_settings(args.output_dir, _run_settings(args, config, files), is_chief)
+      run.train()
+    return run.evaluate() if args.do_eval else {}

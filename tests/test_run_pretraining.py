@@ -1,4 +1,5 @@
-"""run_pretraining end to end, as a user runs it: outputs, --init_checkpoint, and bad input."""
+"""run_pretraining end to end, as a user runs it: outputs, --init_checkpoint, and bad input;
+pretrain() in this process: damaged or foreign record files named, a busy output_dir refused."""
 import json
 import os
 import re
@@ -9,8 +10,10 @@ import shutil
 
 import pytest
 
+from bert_tf import distribute, output_lock, pretraining
 from test_training import (CONFIG, PREDS, SEQ, assert_same_values, checkpoint_steps,
-                           checkpoint_values, write_pretraining_records)
+                           checkpoint_values, write_init_checkpoint, write_pretraining_records)
+from tfrecords import datasets
 
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
 
@@ -156,3 +159,43 @@ def test_bad_input_exits_nonzero_with_a_clear_message(setup, flags, messages):
   for message in messages:
     assert message.format(dir=d) in errors[0], errors[0]
   assert json.loads((d / "trained" / "bert_config.json").read_text()) == CONFIG.to_dict()
+
+
+def _pretrain(tmp_path, input_file: str, **overrides) -> dict:
+  """pretrain() in this process on the tiny model."""
+  config_file = str(tmp_path / "bert_config.json")
+  CONFIG.to_json_file(config_file)
+  args = pretraining.PretrainArgs(
+      bert_config_file=config_file, input_file=input_file, output_dir=str(tmp_path / "out"), max_seq_length=SEQ, max_predictions_per_seq=PREDS,
+      train_batch_size=8, eval_batch_size=8, num_train_steps=2, num_warmup_steps=1,
+      **overrides)
+  return pretraining.pretrain(args, distribute.get_strategy("one_device"))
+
+
+def test_a_file_that_is_no_record_file_in_the_glob_is_named(tmp_path):
+  """`--input_file='out/*'` also matches create_pretraining_data's stats JSON."""
+  write_pretraining_records(str(tmp_path / "pretrain.tfrecord"), 8)
+  (tmp_path / "pretrain.stats.json").write_text('{\n  "documents": 2\n}\n')
+  with pytest.raises(datasets.DamagedRecordsError,
+                     match=f"^{tmp_path}/pretrain.stats.json: not a TFRecord file"):
+    _pretrain(tmp_path, f"{tmp_path}/pretrain*", do_train=True)
+
+
+def test_a_truncated_shard_is_named_when_the_run_meets_it(tmp_path):
+  files = [write_pretraining_records(str(tmp_path / f"data-{i}.tfrecord"), 16, seed=i)
+           for i in range(2)]
+  with open(files[0], "r+b") as f:
+    f.truncate(os.path.getsize(files[0]) - 50)  # Its first record still reads: the check passes.
+  init = write_init_checkpoint(str(tmp_path / "init" / "ckpt"))
+  with pytest.raises(datasets.DamagedRecordsError,
+                     match=rf"^{files[0]}: damaged: truncated record at byte \d+"):
+    _pretrain(tmp_path, ",".join(files), do_eval=True, init_checkpoint=init)
+
+
+def test_a_second_job_on_the_same_output_dir_is_refused_before_writing(tmp_path):
+  records = write_pretraining_records(str(tmp_path / "data.tfrecord"), 8)
+  with output_lock.lock_output_dir(str(tmp_path / "out")):
+    with pytest.raises(output_lock.OutputBusyError,
+                       match=f"^{tmp_path}/out: another job is writing there: pid {os.getpid()} "):
+      _pretrain(tmp_path, records, do_train=True)
+    assert os.listdir(tmp_path / "out") == [".lock"]

@@ -1,14 +1,15 @@
-"""The task-independent runner: any TensorFlow file system for outputs, and the best checkpoint
-of a sweep as a later run's --init_checkpoint and as an export source."""
+"""The task-independent runner: any TensorFlow file system for outputs, the best checkpoint
+of a sweep as a later run's --init_checkpoint and as an export source, one job per output_dir."""
 import json
 import os
 import subprocess
 import sys
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
-from bert_tf import distribute
+from bert_tf import distribute, output_lock
 from bert_tf.tasks import runner
 from bert_tf.tasks.classification import ClassificationTask
 from export import saved_model
@@ -86,6 +87,7 @@ def test_best_of_a_sweep_loads_as_init_checkpoint_and_exports(tmp_path):
                   learning_rates=(1e-6, 3e-3), num_train_epochs=10)
   best = _run(dict(args))["best"]
   assert best["learning_rate"] == 3e-3 and best["eval_accuracy"] >= 0.9, best
+  assert not os.path.exists(os.path.join(sweep, ".lock"))  # Held once for all runs, then freed.
 
   # As a later run's --init_checkpoint: its encoder comes back (its head is drawn afresh).
   later = dict(args, output_dir=str(tmp_path / "later"), init_checkpoint=sweep,
@@ -110,3 +112,14 @@ def test_best_of_a_sweep_loads_as_init_checkpoint_and_exports(tmp_path):
   loaded = tf.saved_model.load(path).signatures["serving_default"]
   labels = loaded(text_a=tf.constant(["the movie was good", "a bad film it was"]))["label"]
   assert [l.decode() for l in labels.numpy()] == ["1", "0"]
+
+
+def test_a_second_job_on_the_same_output_dir_is_refused_before_writing(tmp_path):
+  make_sst2(tmp_path / "data", num_train=16, num_dev=8)
+  out = str(tmp_path / "out")
+  args = toy_args(str(tmp_path), tmp_path / "data", out, do_train=True, do_eval=True)
+  with output_lock.lock_output_dir(out):
+    with pytest.raises(output_lock.OutputBusyError,
+                       match=f"^{out}: another job is writing there: pid {os.getpid()} "):
+      _run(args)
+    assert os.listdir(out) == [".lock"]

@@ -15,8 +15,10 @@ output_dir receives (the original's names first):
                                                            re-run with other settings is refused
   runs/lr<lr>_seed<seed>/                                  each run's checkpoints, in a sweep
 
-Every path goes through tf.io.gfile, so output_dir may be gs:// (Cloud TPUs) or ram://.
+Every path goes through tf.io.gfile, so output_dir may be gs:// (Cloud TPUs) or ram://. While a
+run writes a local output_dir, a second one there is refused (`output_lock`).
 """
+import contextlib
 import dataclasses
 import json
 import os
@@ -31,6 +33,7 @@ import tf_keras
 from bert_tf import checkpoints
 from bert_tf import distribute
 from bert_tf import optimization
+from bert_tf import output_lock
 from bert_tf import serving
 from bert_tf import training
 from bert_tf.configs import BertConfig
@@ -245,16 +248,17 @@ class Runner:
       return built[-1]
 
     start = time.time()
-    results = training.train(
-        self.strategy, model_fn,
-        lambda: optimization.create_optimizer(
-            learning_rate, num_train_steps, num_warmup_steps,
-            loss_scaling=args.mixed_precision == "fp16"),
-        self.task.loss,
-        lambda ctx: self.dataset(records, args.train_batch_size, True, seed, ctx),
-        run_dir, num_train_steps, steps_per_loop=args.iterations_per_loop,
-        save_checkpoints_steps=args.save_checkpoints_steps, init_fn=self.init_fn,
-        jit_compile=args.jit_compile)
+    with datasets.naming_damaged_file([records.path]):
+      results = training.train(
+          self.strategy, model_fn,
+          lambda: optimization.create_optimizer(
+              learning_rate, num_train_steps, num_warmup_steps,
+              loss_scaling=args.mixed_precision == "fp16"),
+          self.task.loss,
+          lambda ctx: self.dataset(records, args.train_batch_size, True, seed, ctx),
+          run_dir, num_train_steps, steps_per_loop=args.iterations_per_loop,
+          save_checkpoints_steps=args.save_checkpoints_steps, init_fn=self.init_fn,
+          jit_compile=args.jit_compile)
     seconds = time.time() - start
     return built[-1], {"global_step": results["global_step"], "train_seconds": seconds,
                        "examples_per_second": num_train_steps * args.train_batch_size / seconds}
@@ -286,7 +290,8 @@ class Runner:
                                    strategy.run(replica_fn, args=(features,)))
 
     dataset = self.dataset(records, batch_size, False)
-    batches = [step(b) for b in distribute.distribute_dataset(strategy, dataset)]
+    with datasets.naming_damaged_file([records.path]):
+      batches = [step(b) for b in distribute.distribute_dataset(strategy, dataset)]
     num = records.num_features
     outputs = {k: np.concatenate([b[k].numpy() for b in batches])[:num] for k in batches[0]}
     return self.task.postprocess(records.examples, records.features, outputs)
@@ -304,7 +309,14 @@ class Runner:
     return results
 
   def run(self) -> dict:
-    """Does what the arguments ask; returns {"best": results, "runs": every run's}."""
+    """Does what the arguments ask; returns {"best": results, "runs": every run's}. Refuses
+    (output_lock.OutputBusyError) while another job writes output_dir."""
+    # The chief only: the other workers of a multi-worker job run with the same output_dir.
+    with (output_lock.lock_output_dir(self.args.output_dir) if self.is_chief
+          else contextlib.nullcontext()):
+      return self._run()
+
+  def _run(self) -> dict:
     args = self.args
     eval_records = self.write_records("eval", args.eval_batch_size) if args.do_eval else []
     if args.do_train:
