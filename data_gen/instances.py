@@ -16,6 +16,8 @@ Numpy only: this runs in the data generator's worker processes, which never impo
 import dataclasses
 import os
 import random
+import threading
+import time
 from typing import Iterator
 
 import numpy as np
@@ -252,3 +254,15 @@ def chunk_records(chunk: TokenizedChunk, chunk_index: int, config: PretrainingDa
   shuffle = np.random.default_rng(np.random.SeedSequence([config.random_seed, chunk_index]))
   return ChunkRecords(path=path, lengths=np.array(lengths, np.int64),
                       order=shuffle.permutation(len(lengths)), **stats)
+
+
+def exit_with_parent(parent_pid: int) -> None:
+  """The workers' initializer: ends each within a second of the main process's death. A
+  SIGKILLed main process runs no cleanup, and its workers would wait on their pipes forever.
+  (Here, not in `pipeline`: a worker imports its initializer's module, and pipeline's imports
+  TensorFlow.)"""
+  def watch():
+    while os.getppid() == parent_pid:
+      time.sleep(0.5)
+    os._exit(1)  # pylint: disable=protected-access  (no cleanup: nobody is left to need it)
+  threading.Thread(target=watch, daemon=True, name="exit-with-parent").start()

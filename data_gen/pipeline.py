@@ -25,7 +25,6 @@ import os
 import re
 import sys
 import tempfile
-import threading
 import time
 
 from data_gen import documents as documents_lib
@@ -92,16 +91,6 @@ def check_no_other_shards(output_files: list[str]) -> None:
       raise ValueError(f"{others[0]}{more}: output of another run with other shards is "
                        f"there, and a {base}* glob would read it with the new shards; "
                        "remove it or choose another --output_file")
-
-
-def _exit_with_parent(parent_pid: int) -> None:
-  """Runs in each worker: ends it within a second of the main process's death. A SIGKILLed
-  main process runs no cleanup, and its workers would wait on their pipes forever."""
-  def watch():
-    while os.getppid() == parent_pid:
-      time.sleep(0.5)
-    os._exit(1)  # pylint: disable=protected-access  (no cleanup: nobody is left to need it)
-  threading.Thread(target=watch, daemon=True, name="exit-with-parent").start()
 
 
 def _remove_leftovers(paths: list[str]) -> None:
@@ -175,7 +164,7 @@ def create_pretraining_data(input_files: list[str],
     spill_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="create_pretraining_data-"))
     pool = concurrent.futures.ProcessPoolExecutor(
         num_workers, mp_context=multiprocessing.get_context("spawn"),
-        initializer=_exit_with_parent, initargs=(os.getpid(),))
+        initializer=instances_lib.exit_with_parent, initargs=(os.getpid(),))
     # Closed last, and on an error without running the chunks still queued.
     stack.callback(pool.shutdown, wait=True, cancel_futures=True)
     shards = [stack.enter_context(writer_lib.AtomicRecordWriter(p)) for p in output_files]

@@ -1,6 +1,7 @@
 """create_pretraining_data on a corpus of real English prose (the stdlib's pydoc topics), with
 the real uncased vocabulary: statistics of the records it writes, their faithfulness to the
 corpus, determinism, crash safety, and the errors bad input gets."""
+import concurrent.futures
 import dataclasses
 import json
 import os
@@ -311,6 +312,21 @@ def test_the_workers_record_files_are_removed_whatever_happens(tokenizer, corpus
     _generate(str(tmp_path / "failed"), _TokenizerFailingAtChunk(tokenizer, 3), corpus[0],
               config)
   assert os.listdir(spill) == [] and os.listdir(tmp_path / "failed") == []
+
+
+def test_the_workers_import_no_tensorflow(tokenizer, corpus, tmp_path, monkeypatch):
+  """A spawned worker imports the modules of what it runs; TensorFlow would cost each of them
+  ~700 MB and seconds to start."""
+  pools = []
+  monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", lambda n, **kwargs: (
+      pools.append(kwargs) or concurrent.futures.ThreadPoolExecutor(n)))
+  small = tmp_path / "small.txt"
+  small.write_text("\n".join(corpus[1][0]), encoding="utf-8")
+  _generate(str(tmp_path / "out"), tokenizer, str(small), PretrainingDataConfig(dupe_factor=1))
+  modules = {pools[0]["initializer"].__module__, instances.chunk_records.__module__}
+  code = f"import sys, {', '.join(modules)}; print('tensorflow' in sys.modules)"
+  assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                        check=True).stdout == "False\n"
 
 # ------------------------------------------------------------------ masking variants
 
