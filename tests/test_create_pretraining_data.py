@@ -3,6 +3,7 @@ the real uncased vocabulary: statistics of the records it writes, their faithful
 corpus, determinism, crash safety, and the errors bad input gets."""
 import concurrent.futures
 import dataclasses
+import gzip
 import json
 import os
 import random
@@ -439,6 +440,57 @@ def test_invalid_utf8_is_counted_and_reported_never_dropped(tokenizer, tmp_path)
   assert stats["invalid_utf8_examples"] == [f"{path}:2", f"{path}:5"]
   assert (stats["documents"], stats["sentences"]) == (2, 5)
   assert "2 lines were not valid UTF-8" in pipeline.summary(stats)
+
+
+def test_a_gzipped_corpus_gives_the_same_records(tokenizer, corpus, tmp_path):
+  """Decompressed as it is read, into the very records of the plain text. Over SNIFF_BYTES,
+  so that the line the first read cuts is joined back."""
+  docs = corpus[1][:len(corpus[1]) // 3]
+  text = "".join("\n".join(d) + "\n\n" for d in docs)
+  data = text.encode("utf-8")
+  assert len(data) > documents.SNIFF_BYTES and data[documents.SNIFF_BYTES - 1] != ord("\n")
+  plain, packed = tmp_path / "c.txt", tmp_path / "c.txt.gz"
+  plain.write_bytes(data)
+  packed.write_bytes(gzip.compress(data))
+  for path in (plain, packed):
+    stats = documents.ReadStats()
+    assert list(documents.read_documents([str(path)], stats)) == docs
+    assert stats.lines == text.count("\n")
+  config = PretrainingDataConfig(max_seq_length=SEQ, dupe_factor=1)
+  shards = [_generate(str(tmp_path / path.name[-2:]), tokenizer, str(path), config,
+                      num_workers=1, num_shards=1)[0][0] for path in (plain, packed)]
+  with open(shards[0], "rb") as f, open(shards[1], "rb") as g:
+    assert f.read() == g.read() != b""
+
+
+_RNG = random.Random(0)
+_NOT_TEXT = (r"not UTF-8 text: {} in its first 64 KiB \(a corpus file may have no NUL byte and "
+             r"at most 10% invalid UTF-8 there\)$")
+
+
+@pytest.mark.parametrize("name, content, message", [
+    ("random.txt", _RNG.randbytes(1 << 17),
+     _NOT_TEXT.format(r"NUL bytes \(binary data, or UTF-16 text\)")),
+    ("image.png", b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR" + _RNG.randbytes(300),
+     _NOT_TEXT.format("NUL bytes.*")),
+    ("utf16.txt", "One sentence.\nTwo.\n".encode("utf-16"), _NOT_TEXT.format("NUL bytes.*")),
+    ("high.txt", bytes(_RNG.randrange(1, 256) for _ in range(3000)),
+     _NOT_TEXT.format(r"\d\d% of the bytes invalid UTF-8")),
+    ("renamed.txt", gzip.compress(b"One sentence.\n"),
+     r"gzip-compressed, not text; name it \*\.gz to have it decompressed$"),
+    ("plain.txt.gz", b"One sentence.\n", r"not a valid gzip file \(Not a gzipped file"),
+    ("cut.txt.gz", gzip.compress(b"One sentence.\n" * 100)[:-12],
+     r"not a valid gzip file \(Compressed file ended"),
+])
+def test_a_file_that_is_not_text_is_refused(tokenizer, tmp_path, name, content, message):
+  path = tmp_path / name
+  path.write_bytes(content)
+  # Decided before a document goes on.
+  with pytest.raises(ValueError, match=f"^{re.escape(str(path))}: {message}"):
+    next(documents.read_documents([str(path)], documents.ReadStats()))
+  with pytest.raises(ValueError, match=re.escape(str(path))):
+    _generate(str(tmp_path / "out"), tokenizer, str(path), PretrainingDataConfig())
+  assert os.listdir(tmp_path / "out") == []
 
 
 # ------------------------------------------------------------------ settings and the CLI
