@@ -40,6 +40,7 @@ class JobStats:
   documents: int = 0
   sentences: int = 0
   tokens: int = 0
+  unk_tokens: int = 0
   instances: int = 0
   instance_tokens: int = 0
   masked_tokens: int = 0
@@ -184,6 +185,7 @@ def create_pretraining_data(input_files: list[str],
       stats.documents += chunk.num_documents
       stats.sentences += chunk.num_sentences
       stats.tokens += len(chunk.token_ids)
+      stats.unk_tokens += int((chunk.token_ids == tokenizer.unk_id).sum())
       if chunk.num_documents:
         in_flight.append(pool.submit(instances_lib.chunk_records, chunk, index, config, vocab,
                                      os.path.join(spill_dir, f"chunk-{index}")))
@@ -198,6 +200,7 @@ def create_pretraining_data(input_files: list[str],
   result = {
       **dataclasses.asdict(stats),
       "instances_per_second": stats.instances / max(stats.seconds, 1e-9),
+      "unk_rate": stats.unk_tokens / max(stats.tokens, 1),
       **dataclasses.asdict(read_stats),
       "num_workers": num_workers,
       "chunk_chars": chunk_chars,
@@ -209,11 +212,17 @@ def create_pretraining_data(input_files: list[str],
   return result
 
 
+# More [UNK] than this share of the tokens is warned about: English prose with a matching
+# vocab has well under 0.1%; the wrong --do_lower_case for the vocab makes ~6%.
+HIGH_UNK_RATE = 0.01
+
+
 def summary(stats: dict) -> str:
   """The end-of-run report, a few lines."""
   lines = [
       f"documents {stats['documents']:,}  sentences {stats['sentences']:,}  "
-      f"tokens {stats['tokens']:,}  ({stats['files']} files, {stats['lines']:,} lines)",
+      f"tokens {stats['tokens']:,} ([UNK] {stats['unk_rate']:.2%})  "
+      f"({stats['files']} files, {stats['lines']:,} lines)",
       f"instances {stats['instances']:,}  masked tokens {stats['masked_tokens']:,} "
       f"({stats['masked_tokens'] / max(stats['instance_tokens'] - 3 * stats['instances'], 1):.1%}"
       " of the tokens of A and B)  "
@@ -221,6 +230,10 @@ def summary(stats: dict) -> str:
       f"{stats['seconds']:.1f} s, {stats['instances_per_second']:,.0f} instances/s, "
       f"{stats['num_workers']} workers, {len(stats['output_files'])} shards",
   ]
+  if stats["unk_rate"] > HIGH_UNK_RATE:
+    lines.append(f"WARNING: {stats['unk_tokens']:,} tokens ({stats['unk_rate']:.1%}, over "
+                 f"{HIGH_UNK_RATE:.0%}) are [UNK]: is the vocab the corpus's language and "
+                 "script, and --do_lower_case the vocab's?")
   if stats["invalid_utf8_lines"]:
     lines.append(f"WARNING: {stats['invalid_utf8_lines']:,} lines were not valid UTF-8 (decoded "
                  f"with U+FFFD replacements), first at {', '.join(stats['invalid_utf8_examples'])}")

@@ -442,6 +442,19 @@ def test_invalid_utf8_is_counted_and_reported_never_dropped(tokenizer, tmp_path)
   assert "2 lines were not valid UTF-8" in pipeline.summary(stats)
 
 
+def test_unknown_tokens_are_counted_and_warned_about_when_many(records, tokenizer, tmp_path):
+  _, stats = records  # English prose, its vocab: no [UNK]
+  assert (stats["unk_tokens"], stats["unk_rate"]) == (0, 0.0)
+  assert "[UNK] 0.00%" in pipeline.summary(stats) and "WARNING" not in pipeline.summary(stats)
+  path = tmp_path / "emoji.txt"
+  path.write_text("Hello \U0001F600 world \u2603.\nAnother \u2603 line here.\n", encoding="utf-8")
+  _, stats = _generate(str(tmp_path / "out"), tokenizer, str(path),
+                       PretrainingDataConfig(max_seq_length=SEQ, dupe_factor=1), num_workers=1)
+  assert (stats["unk_tokens"], stats["tokens"], stats["unk_rate"]) == (3, 10, 0.3)
+  assert ("WARNING: 3 tokens (30.0%, over 1%) are [UNK]: is the vocab the corpus's language "
+          "and script, and --do_lower_case the vocab's?") in pipeline.summary(stats)
+
+
 def test_a_gzipped_corpus_gives_the_same_records(tokenizer, corpus, tmp_path):
   """Decompressed as it is read, into the very records of the plain text. Over SNIFF_BYTES,
   so that the line the first read cuts is joined back."""
