@@ -12,7 +12,8 @@ Deterministic: a chunk's instances depend on (random_seed, chunk index, dupe pas
 the main process deals them round-robin to the shards in chunk order, so the same corpus, seed
 and shard count give byte-identical shards whatever the number of workers. Every shard is
 written under a temporary name and renamed once complete; a re-run after a crash removes what
-a killed run left behind and rewrites everything, identically.
+a killed run left behind and rewrites everything, identically. The workers' record files go
+to a hidden scratch directory beside the first shard (`_scratch_dir`), on the output's disk.
 """
 import collections
 import concurrent.futures
@@ -23,8 +24,8 @@ import json
 import multiprocessing
 import os
 import re
+import shutil
 import sys
-import tempfile
 import time
 
 from data_gen import documents as documents_lib
@@ -94,11 +95,32 @@ def check_no_other_shards(output_files: list[str]) -> None:
                        "remove it or choose another --output_file")
 
 
+def _scratch_dir(output_file: str, pid: str) -> str:
+  """The scratch directory of process `pid` writing `output_file`: hidden beside it (out of an
+  `output_file*` glob), so that a re-run for the same output finds one a killed run left."""
+  head, tail = os.path.split(output_file)
+  return os.path.join(head, f".{tail}.tmp-{pid}")
+
+
 def _remove_leftovers(paths: list[str]) -> None:
-  """Deletes the temporary files a killed run left beside `paths`."""
+  """Deletes the temporary files and the scratch directory a killed run left beside `paths`."""
   for path in paths:
     for leftover in glob.glob(glob.escape(path) + ".tmp-*"):
       os.remove(leftover)
+  for scratch in glob.glob(_scratch_dir(glob.escape(paths[0]), "*")):
+    shutil.rmtree(scratch)
+
+
+def _chunk_result(future: concurrent.futures.Future, scratch: str) -> instances_lib.ChunkRecords:
+  """A worker's chunk. A failed write of its records (a full disk, say) is an OSError without
+  a file name, which would leave the user guessing which disk: it gets the scratch's."""
+  try:
+    return future.result()
+  except OSError as e:
+    if e.filename is not None:
+      raise
+    raise OSError(f"{scratch}: {e.strerror or e} (writing the workers' scratch files, beside "
+                  "the first output file)") from e
 
 
 class _Progress:
@@ -149,10 +171,16 @@ def create_pretraining_data(input_files: list[str],
     The stats, also written as JSON to `stats_path(output_files[0])`.
 
   Raises:
-    ValueError: the corpus holds no document.
+    ValueError: the corpus holds no document, or an output file is not local.
   """
   if num_workers < 1:
     raise ValueError(f"--num_workers={num_workers}: must be >= 1")
+  # The scratch, the stats and the check for other shards are local file operations, which
+  # would take gs://bucket/x for a local folder "gs:".
+  remote = [p for p in output_files if "://" in p]
+  if remote:
+    raise ValueError(f"{remote[0]}: create_pretraining_data writes local files only; write "
+                     "them locally, then copy them (gsutil -m cp, say)")
   check_no_other_shards(output_files)
   vocab = VocabInfo.from_tokenizer(tokenizer)
   read_stats, stats = documents_lib.ReadStats(), JobStats()
@@ -161,8 +189,12 @@ def create_pretraining_data(input_files: list[str],
 
   with contextlib.ExitStack() as stack:
     # The workers' record files (see `instances.ChunkRecords`); removed, whatever is left in
-    # it, however the job ends, after the workers have stopped.
-    spill_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="create_pretraining_data-"))
+    # it, however the job ends, after the workers have stopped. (Left by a kill -9, it goes
+    # with the next run's _remove_leftovers; a failure to remove it must not hide the error
+    # that ends the job.)
+    spill_dir = _scratch_dir(output_files[0], str(os.getpid()))
+    os.makedirs(spill_dir)
+    stack.callback(shutil.rmtree, spill_dir, ignore_errors=True)
     pool = concurrent.futures.ProcessPoolExecutor(
         num_workers, mp_context=multiprocessing.get_context("spawn"),
         initializer=instances_lib.exit_with_parent, initargs=(os.getpid(),))
@@ -190,9 +222,9 @@ def create_pretraining_data(input_files: list[str],
         in_flight.append(pool.submit(instances_lib.chunk_records, chunk, index, config, vocab,
                                      os.path.join(spill_dir, f"chunk-{index}")))
       if len(in_flight) >= 2 * num_workers:
-        write(in_flight.popleft().result())
+        write(_chunk_result(in_flight.popleft(), spill_dir))
     while in_flight:
-      write(in_flight.popleft().result())
+      write(_chunk_result(in_flight.popleft(), spill_dir))
     if not stats.documents:
       raise ValueError(f"no text in {', '.join(input_files)}: the corpus is empty")
   stats.seconds = time.monotonic() - progress.start

@@ -3,6 +3,7 @@ the real uncased vocabulary: statistics of the records it writes, their faithful
 corpus, determinism, crash safety, and the errors bad input gets."""
 import concurrent.futures
 import dataclasses
+import errno
 import gzip
 import json
 import os
@@ -218,16 +219,30 @@ def test_same_bytes_whatever_the_number_of_workers(nsp_run, tokenizer, corpus, t
 
 def test_a_rerun_after_a_crash_writes_the_full_correct_set(nsp_run, tokenizer, corpus, tmp_path):
   config, outputs, _ = nsp_run
-  # What a killed run leaves: a half-written temporary shard, nothing under a final name.
-  leftover = pipeline.shard_paths([str(tmp_path / "pretrain.tfrecord")], 3)[1] + ".tmp-4242"
-  with open(leftover, "wb") as f:
+  # What a killed run leaves: a half-written temporary shard, the workers' scratch directory
+  # with a chunk's records, nothing under a final name.
+  shards = pipeline.shard_paths([str(tmp_path / "pretrain.tfrecord")], 3)
+  with open(shards[1] + ".tmp-4242", "wb") as f:
     f.write(b"half a record")
+  scratch = tmp_path / f".{os.path.basename(shards[0])}.tmp-4242"
+  scratch.mkdir()
+  (scratch / "chunk-7").write_bytes(b"records")
   rerun, _ = _generate(str(tmp_path), tokenizer, corpus[0], config, num_shards=3)
   assert sorted(os.listdir(tmp_path)) == sorted(
       [os.path.basename(p) for p in rerun] + ["pretrain.stats.json"])
   for ours, theirs in zip(rerun, outputs):
     with open(ours, "rb") as f, open(theirs, "rb") as g:
       assert f.read() == g.read()
+
+
+def test_an_output_in_a_bucket_is_refused_up_front(tokenizer, tmp_path, monkeypatch):
+  """Not read as a local folder "gs:" (the scratch and the stats are local files)."""
+  monkeypatch.chdir(tmp_path)
+  with pytest.raises(ValueError, match=r"^gs://b/p\.tfrecord: create_pretraining_data writes "
+                     "local files only"):
+    pipeline.create_pretraining_data(["c.txt"], ["gs://b/p.tfrecord"], tokenizer,
+                                     PretrainingDataConfig(), num_workers=1)
+  assert os.listdir(tmp_path) == []
 
 
 def test_failed_run_leaves_no_output(tokenizer, tmp_path):
@@ -301,18 +316,21 @@ class _TokenizerFailingAtChunk:
 
 def test_the_workers_record_files_are_removed_whatever_happens(tokenizer, corpus, tmp_path,
                                                                monkeypatch):
-  spill = tmp_path / "tmp"
-  spill.mkdir()
-  monkeypatch.setattr(tempfile, "tempdir", str(spill))
+  """They go beside the output, not to $TMPDIR, and go whatever happens."""
+  tmpdir = tmp_path / "tmp"
+  tmpdir.mkdir()
+  monkeypatch.setattr(tempfile, "tempdir", str(tmpdir))
   config = PretrainingDataConfig(max_seq_length=SEQ, max_predictions_per_seq=PRED,
                                  dupe_factor=1)
-  _, stats = _generate(str(tmp_path / "ok"), tokenizer, corpus[0], config)
-  assert stats["instances"] > 0 and os.listdir(spill) == []
+  outputs, stats = _generate(str(tmp_path / "ok"), tokenizer, corpus[0], config)
+  assert stats["instances"] > 0
+  assert sorted(os.listdir(tmp_path / "ok")) == sorted(
+      [os.path.basename(p) for p in outputs] + ["pretrain.stats.json"])
   # Killed half way, with chunks in the workers' hands: their files go too, and no shard.
   with pytest.raises(RuntimeError, match="tokenizer failed"):
     _generate(str(tmp_path / "failed"), _TokenizerFailingAtChunk(tokenizer, 3), corpus[0],
               config)
-  assert os.listdir(spill) == [] and os.listdir(tmp_path / "failed") == []
+  assert os.listdir(tmp_path / "failed") == [] and os.listdir(tmpdir) == []
 
 
 def test_the_workers_import_no_tensorflow(tokenizer, corpus, tmp_path, monkeypatch):
@@ -328,6 +346,24 @@ def test_the_workers_import_no_tensorflow(tokenizer, corpus, tmp_path, monkeypat
   code = f"import sys, {', '.join(modules)}; print('tensorflow' in sys.modules)"
   assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                         check=True).stdout == "False\n"
+
+
+def _no_space_left(*args):
+  """A worker's write on a full disk: an OSError without a file name."""
+  raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def test_a_full_disk_is_reported_with_the_path(tokenizer, corpus, tmp_path, monkeypatch):
+  # Workers in threads, so that the failing write can be swapped in.
+  monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor",
+                      lambda n, **_: concurrent.futures.ThreadPoolExecutor(n))
+  monkeypatch.setattr(instances, "chunk_records", _no_space_left)
+  out = tmp_path / "out"
+  scratch = re.escape(str(out / ".pretrain.tfrecord-00000-of-00002.tmp-"))
+  with pytest.raises(OSError, match=rf"^{scratch}\d+: No space left on device \(writing the "
+                     r"workers' scratch files, beside the first output file\)$"):
+    _generate(str(out), tokenizer, corpus[0], PretrainingDataConfig(dupe_factor=1))
+  assert os.listdir(out) == []
 
 # ------------------------------------------------------------------ masking variants
 
