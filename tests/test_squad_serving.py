@@ -178,24 +178,39 @@ def _check_offsets(out, pairs):
 
 
 @functools.cache
-def _tiny_answerer(do_lower_case):
+def _tiny_answerer(vocab_file, do_lower_case):
   """A QuestionAnswerer on a one-layer model, for the steps before the model."""
-  encoder = build_encoder(BertConfig(vocab_size=30522, hidden_size=8, num_hidden_layers=1,
+  with open(vocab_file, encoding="utf-8") as f:
+    vocab_size = sum(1 for _ in f)
+  encoder = build_encoder(BertConfig(vocab_size=vocab_size, hidden_size=8, num_hidden_layers=1,
                                      num_attention_heads=1, intermediate_size=8,
                                      max_position_embeddings=64))
-  return QuestionAnswerer(BertSpanLabeler(encoder), FullTokenizer(VOCAB, do_lower_case),
+  return QuestionAnswerer(BertSpanLabeler(encoder), FullTokenizer(vocab_file, do_lower_case),
                           _config(do_lower_case=do_lower_case))
 
 
+@pytest.fixture(scope="module")
+def cased_vocab(tmp_path_factory):
+  """MiniLM's (uncased) pieces plus the cased ones of the tokenizer tests: a vocab that cased
+  text can use (FullTokenizer refuses do_lower_case=False on an uncased vocab)."""
+  tokens = []
+  for path in (VOCAB, os.path.join(FIXTURES, "tokenizer_cased_extra_vocab.txt")):
+    with open(path, encoding="utf-8") as f:
+      tokens += f.read().split()
+  path = tmp_path_factory.mktemp("cased") / "vocab.txt"
+  path.write_text("".join(t + "\n" for t in tokens), encoding="utf-8")
+  return str(path)
+
+
 @pytest.mark.parametrize("do_lower_case", [True, False])
-def test_context_pieces_are_the_tokenizers(do_lower_case):
+def test_context_pieces_are_the_tokenizers(do_lower_case, cased_vocab):
   """Basic tokens tokenized one by one give the whole text's pieces: on the tokenizer's parity
   texts (Greek sigmas before apostrophes, NUL, ...) and a few more."""
   with open(os.path.join(FIXTURES, "tokenizer_parity.json"), encoding="utf-8") as f:
     texts = [c["text"] for c in json.load(f)["cases"]]
   texts += [c for _, c in PAIRS] + ["", " \t\n", "a\u200bb\u00a0c\u3000d", "ΣΑΣ. ΟΔΟΣ.Α",
                                     "İstanbul ǅ ﬁ x\u1fefy", "x" * 250 + " y"]
-  qa = _tiny_answerer(do_lower_case)
+  qa = _tiny_answerer(VOCAB if do_lower_case else cased_vocab, do_lower_case)
   got = qa.tokenize_context(tf.constant(texts))["ids"].to_list()
   want = qa.tokenizer(tf.constant(texts)).to_list()
   for text, g, w in zip(texts, got, want):
@@ -238,7 +253,7 @@ def test_span_texts_are_get_final_texts(tmp_path):
   they differ, the original found its text at the first place where the normalised text
   occurs in the span's words (in "Then—suddenly—the", the "the" of "Then") and answered that;
   the module answers the piece's own characters."""
-  qa = _tiny_answerer(True)
+  qa = _tiny_answerer(VOCAB, True)
   misplaced = 0
   for context in (NORMANS, SMITH, ZURICH, GREEK, QUOTES):
     example, feature = _one_window(tmp_path, context)
@@ -266,7 +281,7 @@ def test_span_texts_are_get_final_texts(tmp_path):
 def test_span_text_departures(tmp_path, context, span, ours, theirs):
   example, feature = _one_window(tmp_path, context)
   assert _reference_text(example, feature, *span) == theirs
-  assert _span_texts(_tiny_answerer(True), context, [span]) == [ours]
+  assert _span_texts(_tiny_answerer(VOCAB, True), context, [span]) == [ours]
 
 
 @pytest.mark.parametrize("settings", [{}, dict(max_seq_length=128, doc_stride=37)])
