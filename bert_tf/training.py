@@ -165,8 +165,11 @@ def _train_step_fn(model, optimizer, loss_fn, metrics: _Metrics, num_replicas: i
 
   def step(features):
     loss, step_metrics, grads = gradients(features)
-    # Outside the XLA cluster: the all-reduce and update must not be compiled into it.
-    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    # Outside the XLA cluster: the all-reduce and update must not be compiled into it. Weights
+    # the loss does not reach (the pooler under a span or token head) have no gradient: left
+    # out, rather than warned about at every trace.
+    optimizer.apply_gradients((g, v) for g, v in zip(grads, model.trainable_variables)
+                              if g is not None)
     metrics.update(features, loss, step_metrics)
 
   return step
