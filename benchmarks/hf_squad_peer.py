@@ -43,7 +43,8 @@ best_f1 and their thresholds, HasAns_/NoAns_ parts).
 
 --replay_file=PATH (from `squad.py --replay_file=PATH`): instead, bert_tf's replay: dropout
 off, its span head's initial weights, its batches in its order, its schedule length; prints the
-loss of every step (add --original_schedule for bert_tf's schedule).
+loss of every step (add --original_schedule for bert_tf's schedule; --replay_dropout, as
+given to squad.py, keeps the model's dropout).
 
 --time_steps=N: instead, N warm-up then N timed training steps on the first batch, repeated
 (no input, loading or evaluation timed); prints ms per step (the peer of squad.py's).
@@ -302,8 +303,10 @@ def evaluate_v2(dataset, predictions, na_probs, na_prob_thresh=1.0):
 def replay(args):
   """bert_tf's replay steps (see squad.py --replay_file); prints the loss per step."""
   saved = np.load(args.replay_file)
-  model = transformers.AutoModelForQuestionAnswering.from_pretrained(
-      args.model_dir, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+  no_dropout = {} if args.replay_dropout else dict(hidden_dropout_prob=0.0,
+                                                   attention_probs_dropout_prob=0.0)
+  model = transformers.AutoModelForQuestionAnswering.from_pretrained(args.model_dir,
+                                                                     **no_dropout)
   with torch.no_grad():
     model.qa_outputs.weight.copy_(torch.from_numpy(saved["head_kernel"].T))
     model.qa_outputs.bias.copy_(torch.from_numpy(saved["head_bias"]))
@@ -351,6 +354,8 @@ def main():
                       help="Decay the learning rate from step 0 as google-research/bert "
                       "does, instead of from the end of warmup as transformers does.")
   parser.add_argument("--replay_file", help="Replay bert_tf's steps from this .npz.")
+  parser.add_argument("--replay_dropout", action="store_true",
+                      help="Keep the model's dropout in the replay.")
   parser.add_argument("--time_steps", type=int, default=0,
                       help="Only time this many training steps on one batch (after as many "
                       "untimed).")

@@ -29,7 +29,9 @@ the peer's. Dropout off, the first K batches of the training records in file ord
 run's learning-rate schedule; writes those batches and the span head's initial weights to PATH
 (.npz) and prints the loss of every step. `hf_squad_peer.py --replay_file=PATH
 --original_schedule` starts from the same weights, takes the same batches and prints its
-losses: equal implementations agree to float32 noise.
+losses: equal implementations agree to float32 noise. With --replay_dropout (both sides) the
+model's dropout stays on: the steps then differ only in the dropout masks, so the losses agree
+only on average (compare means over many steps); K may exceed an epoch (the batches repeat).
 """
 import dataclasses
 import json
@@ -72,6 +74,7 @@ flags.DEFINE_integer("time_steps", 0, "Only time this many training steps on one
 flags.DEFINE_string("replay_file", None, "Write the replay batches and head weights here "
                     "(.npz) and print the loss of each of --replay_steps steps.")
 flags.DEFINE_integer("replay_steps", 10, "Steps of the replay.")
+flags.DEFINE_bool("replay_dropout", False, "Keep the model's dropout in the replay.")
 
 
 def make_task() -> squad.SquadTask:
@@ -119,7 +122,8 @@ def time_steps(strategy: tf.distribute.Strategy) -> None:
 
 
 def replay(strategy: tf.distribute.Strategy) -> None:
-  """Trains --replay_steps steps without dropout on the training records in file order,
+  """Trains --replay_steps steps (without dropout unless --replay_dropout) on the training
+  records in file order, repeated,
   saving the batches and the initial span head for the peer; prints the loss per step."""
   task = make_task()
   batch_size, num_steps = FLAGS.train_batch_size, FLAGS.replay_steps
@@ -128,10 +132,10 @@ def replay(strategy: tf.distribute.Strategy) -> None:
     [records] = run.write_records("train", batch_size)
     batches = list(datasets.record_dataset(
         [records.path], task.record_layout(True), batch_size, is_training=False,
-        drop_remainder=True).take(num_steps).as_numpy_iterator())
+        drop_remainder=True).repeat().take(num_steps).as_numpy_iterator())
     total_steps = int(records.num_features / batch_size * FLAGS.num_train_epochs)
-    no_dropout = dataclasses.replace(run.bert_config, hidden_dropout_prob=0.0,
-                                     attention_probs_dropout_prob=0.0)
+    bert_config = run.bert_config if FLAGS.replay_dropout else dataclasses.replace(
+        run.bert_config, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     saved = {f"{name}_{i}": value for i, b in enumerate(batches) for name, value in b.items()}
 
     def init_fn(model):
@@ -140,7 +144,7 @@ def replay(strategy: tf.distribute.Strategy) -> None:
       saved.update(head_kernel=kernel, head_bias=bias)
 
     training.train(
-        strategy, lambda: task.build_model(no_dropout),
+        strategy, lambda: task.build_model(bert_config),
         lambda: optimization.create_optimizer(FLAGS.learning_rate, total_steps,
                                               int(total_steps * 0.1)),
         task.loss, lambda ctx: tf.data.Dataset.from_tensor_slices(
