@@ -9,6 +9,7 @@ the plain values (`runner.RunArgs`, `pretraining.PretrainArgs`, `distribute.get_
 """
 import contextlib
 import dataclasses
+import re
 import sys
 import time
 from typing import Callable
@@ -34,7 +35,15 @@ def exit_on_user_error(program: str):
   try:
     yield
   except USER_ERRORS as e:
-    sys.exit(f"{program}: error: {e.message if isinstance(e, tf.errors.OpError) else e}")
+    sys.exit(f"{program}: error: {_op_message(e) if isinstance(e, tf.errors.OpError) else e}")
+
+
+def _op_message(error: tf.errors.OpError) -> str:
+  """A TensorFlow error's message without the graph's function and op names around it:
+  `{{function_node __wrapped__SaveV2_...}} PATH; No space left on device [Op:SaveV2]` ->
+  `PATH; No space left on device`."""
+  message = re.sub(r"^\{\{function_node [^}]*\}\}\s*", "", error.message)
+  return re.sub(r"\s*\[Op:\w+\]( name: \S*)?$", "", message)
 
 
 def define_model_flags(max_seq_length: int, fine_tuning: bool = True) -> None:

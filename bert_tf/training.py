@@ -238,7 +238,13 @@ class _Saver:
         tf.io.gfile.rmtree(unfinished)
 
   def save(self, step: int) -> str:
-    path = self.manager.save(checkpoint_number=step)
+    try:
+      path = self.manager.save(checkpoint_number=step)
+    except tf.errors.OpError:
+      # A full disk or a lost bucket: leave no half-written ckpt-<N>_temp/ behind.
+      for unfinished in tf.io.gfile.glob(os.path.join(self.manager.directory, "ckpt-*_temp")):
+        tf.io.gfile.rmtree(unfinished)
+      raise
     if not self.is_chief:
       tf.io.gfile.rmtree(self.manager.directory)
     return path

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import checkpoints, configs, distribute, optimization, training
+from bert_tf import checkpoints, cli, configs, distribute, optimization, training
 from bert_tf.modeling import pretrainer
 from tfrecords import datasets, schema, writer
 
@@ -234,6 +234,28 @@ def test_a_truncated_shard_met_in_the_training_loop_is_named(tmp_path):
                      pretrainer.pretraining_loss,
                      lambda ctx: datasets.pretraining_dataset(files, SEQ, PREDS, BATCH, True, ctx),
                      str(tmp_path / "out"), TOTAL_STEPS, steps_per_loop=2)
+
+
+def test_a_failed_save_leaves_no_half_written_checkpoint(tmp_path, runs, monkeypatch):
+  """A disk that fills during a save: TensorFlow leaves ckpt-<N>_temp/ behind and says so in
+  graph terms; the run removes the former, and the entry points' one line keeps the path and
+  the cause only."""
+  out = tmp_path / "out"
+  message = (f"{{{{function_node __wrapped__SaveV2_dtypes_144_device_/job:localhost/replica:0/"
+             f"task:0/device:CPU:0}}}} {out}/ckpt-2_temp/part-00000-of-00001.data; No space "
+             "left on device [Op:SaveV2]")
+
+  def full_disk(manager, checkpoint_number):
+    os.makedirs(os.path.join(manager.directory, f"ckpt-{checkpoint_number}_temp"))
+    raise tf.errors.ResourceExhaustedError(None, None, message)
+  monkeypatch.setattr(tf.train.CheckpointManager, "save", full_disk)
+  with pytest.raises(SystemExit) as exit_info:
+    with cli.exit_on_user_error("run_pretraining"):
+      train_tiny(distribute.get_strategy("one_device"), runs["records"], runs["init"],
+                 str(out), 2)
+  assert str(exit_info.value) == (f"run_pretraining: error: {out}/ckpt-2_temp/part-00000-of-"
+                                  "00001.data; No space left on device")
+  assert not list(out.glob("ckpt-*"))
 
 
 def test_mixed_precision_names_are_checked():
