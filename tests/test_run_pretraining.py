@@ -138,6 +138,8 @@ def test_a_damaged_latest_checkpoint_is_skipped_and_training_redone_from_the_one
      ["misspelt.json: unknown key 'hiden_size' (did you mean 'hidden_size'?)"]),
     (["--bert_config_file={dir}/small_vocab.json"],
      ["{dir}/data.tfrecord: feature 'input_ids' holds token id", "vocab_size is 5"]),
+    # An OS error (the output's parent is a file): one line naming the path, no traceback.
+    (["--output_dir={dir}/data.tfrecord/out"], ["{dir}/data.tfrecord is not a directory"]),
     (["--learning_rate=1e30", "--num_warmup_steps=0"],
      ["the loss is nan at global step 2;", "The last good checkpoint is none"]),
 ])
