@@ -46,6 +46,11 @@ off, its span head's initial weights, its batches in its order, its schedule len
 loss of every step (add --original_schedule for bert_tf's schedule; --replay_dropout, as
 given to squad.py, keeps the model's dropout).
 
+--dump_windows=PATH: instead, write this peer's training windows (ids and answer positions)
+and evaluation windows to PATH (.npz) for `squad_crosscheck.py`, which compares the training
+windows with bert_tf's and computes a bert_tf model's logits on the evaluation ones;
+--score_logits=NPZ then scores those logits with this peer's post-processing and evaluator.
+
 --time_steps=N: instead, N warm-up then N timed training steps on the first batch, repeated
 (no input, loading or evaluation timed); prints ms per step (the peer of squad.py's).
 """
@@ -325,6 +330,28 @@ def replay(args):
   print(json.dumps({"impl": impl(), "losses": losses}))
 
 
+def dump_windows(args, tokenizer):
+  """The training and evaluation windows as arrays (see --dump_windows)."""
+  _, train_examples = read_examples(args.train_file)
+  train = tensors(convert_examples(tokenizer, train_examples, args, is_training=True), True)
+  _, eval_examples = read_examples(args.predict_file)
+  evaluation = tensors(convert_examples(tokenizer, eval_examples, args, is_training=False), False)
+  np.savez(args.dump_windows, **{f"train_{k}": v.numpy() for k, v in train.items()},
+           **{f"eval_{k}": v.numpy() for k, v in evaluation.items()})
+  print(json.dumps({"train_windows": len(train["input_ids"]),
+                    "eval_windows": len(evaluation["input_ids"])}))
+
+
+def score_logits(args, tokenizer):
+  """This peer's post-processing and evaluation of start/end logits given per eval window."""
+  dataset, examples = read_examples(args.predict_file)
+  features = convert_examples(tokenizer, examples, args, is_training=False)
+  logits = np.load(args.score_logits)
+  predictions, null_odds = postprocess(examples, features, logits["start"], logits["end"], args)
+  print(json.dumps(evaluate_v2(dataset, predictions, null_odds) if args.version_2_with_negative
+                   else evaluate_v1(dataset, predictions)))
+
+
 def write_json(path, value):
   with open(path + ".tmp", "w") as f:
     json.dump(value, f, indent=2)
@@ -356,6 +383,8 @@ def main():
   parser.add_argument("--replay_file", help="Replay bert_tf's steps from this .npz.")
   parser.add_argument("--replay_dropout", action="store_true",
                       help="Keep the model's dropout in the replay.")
+  parser.add_argument("--dump_windows", help="Write the windows here (.npz) and stop.")
+  parser.add_argument("--score_logits", help="Score these logits (.npz: start, end) and stop.")
   parser.add_argument("--time_steps", type=int, default=0,
                       help="Only time this many training steps on one batch (after as many "
                       "untimed).")
@@ -365,9 +394,11 @@ def main():
   if args.replay_file:
     replay(args)
     return
-  os.makedirs(args.output_dir, exist_ok=True)
-
   tokenizer = transformers.BertTokenizerFast(f"{args.model_dir}/vocab.txt", do_lower_case=True)
+  if args.dump_windows or args.score_logits:
+    (dump_windows if args.dump_windows else score_logits)(args, tokenizer)
+    return
+  os.makedirs(args.output_dir, exist_ok=True)
   _, train_examples = read_examples(args.train_file)
   train = tensors(convert_examples(tokenizer, train_examples, args, is_training=True),
                   is_training=True)
