@@ -24,8 +24,12 @@ class OutputBusyError(OSError):
 
 
 @contextlib.contextmanager
-def lock_output_dir(output_dir: str):
-  """Holds `output_dir/.lock` inside the block; OutputBusyError if another job holds it."""
+def lock_output_dir(output_dir: str, is_chief: bool = True):
+  """Holds `output_dir/.lock` inside the block; OutputBusyError if another job holds it.
+  Only the chief locks: the other workers of a multi-worker job share its output_dir."""
+  if not is_chief:
+    yield
+    return
   with _hold(output_dir, os.path.join(output_dir, ".lock")):
     yield
 

@@ -10,7 +10,6 @@ run_settings.json (a re-run with other settings is refused, not resumed), Tensor
 summaries, and with do_eval eval_results.txt. While a run writes there, a second one on the
 same output_dir is refused (`output_lock`).
 """
-import contextlib
 import dataclasses
 import functools
 import os
@@ -192,8 +191,7 @@ def pretrain(args: PretrainArgs, strategy: tf.distribute.Strategy) -> dict:
                 config.vocab_size)
   tf.io.gfile.makedirs(args.output_dir)
   is_chief = distribute.is_chief(strategy)
-  # The chief only: the other workers of a multi-worker job run with the same output_dir.
-  with (output_lock.lock_output_dir(args.output_dir) if is_chief else contextlib.nullcontext(),
+  with (output_lock.lock_output_dir(args.output_dir, is_chief),
         datasets.naming_damaged_file(files)):
     if is_chief:
       _write_config(config, args)

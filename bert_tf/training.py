@@ -232,18 +232,19 @@ class _Saver:
     self.manager = tf.train.CheckpointManager(checkpoint, directory, max_to_keep=keep,
                                               checkpoint_name="ckpt")
     if self.is_chief:
-      # A save that died half-way (killed, disk full) leaves its shards in ckpt-<N>_temp/.
-      for unfinished in tf.io.gfile.glob(os.path.join(directory, "ckpt-*_temp")):
-        logging.warning("removing %s, a checkpoint save that did not finish", unfinished)
-        tf.io.gfile.rmtree(unfinished)
+      self._remove_unfinished()
+
+  def _remove_unfinished(self) -> None:
+    """A save that died half-way (killed, disk full) leaves its shards in ckpt-<N>_temp/."""
+    for unfinished in tf.io.gfile.glob(os.path.join(self.manager.directory, "ckpt-*_temp")):
+      logging.warning("removing %s, a checkpoint save that did not finish", unfinished)
+      tf.io.gfile.rmtree(unfinished)
 
   def save(self, step: int) -> str:
     try:
       path = self.manager.save(checkpoint_number=step)
     except tf.errors.OpError:
-      # A full disk or a lost bucket: leave no half-written ckpt-<N>_temp/ behind.
-      for unfinished in tf.io.gfile.glob(os.path.join(self.manager.directory, "ckpt-*_temp")):
-        tf.io.gfile.rmtree(unfinished)
+      self._remove_unfinished()  # A full disk or a lost bucket: leave no half-written save.
       raise
     if not self.is_chief:
       tf.io.gfile.rmtree(self.manager.directory)

@@ -18,7 +18,6 @@ output_dir receives (the original's names first):
 Every path goes through tf.io.gfile, so output_dir may be gs:// (Cloud TPUs) or ram://. While a
 run writes a local output_dir, a second one there is refused (`output_lock`).
 """
-import contextlib
 import dataclasses
 import json
 import os
@@ -311,9 +310,7 @@ class Runner:
   def run(self) -> dict:
     """Does what the arguments ask; returns {"best": results, "runs": every run's}. Refuses
     (output_lock.OutputBusyError) while another job writes output_dir."""
-    # The chief only: the other workers of a multi-worker job run with the same output_dir.
-    with (output_lock.lock_output_dir(self.args.output_dir) if self.is_chief
-          else contextlib.nullcontext()):
+    with output_lock.lock_output_dir(self.args.output_dir, self.is_chief):
       return self._run()
 
   def _run(self) -> dict:
