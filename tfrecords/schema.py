@@ -64,6 +64,21 @@ def classifier_features(max_seq_length: int, regression: bool = False) -> list[F
   ]
 
 
+def token_classification_features(max_seq_length: int) -> list[Feature]:
+  """A token tagging record (NER): the Model Garden's tagging_data_lib layout.
+
+  input_ids, input_mask, segment_ids:  int64 [max_seq_length], zero-padded.
+  label_ids:                           int64 [max_seq_length]; each word's label at its first
+                                       wordpiece, -1 at every other position (ignored).
+  """
+  return [
+      Feature("input_ids", "int64", max_seq_length),
+      Feature("input_mask", "int64", max_seq_length),
+      Feature("segment_ids", "int64", max_seq_length),
+      Feature("label_ids", "int64", max_seq_length),
+  ]
+
+
 def parse_spec(features: list[Feature]) -> dict[str, tf.io.FixedLenFeature]:
   return {f.name: f.parse_spec() for f in features}
 

