@@ -23,6 +23,7 @@ from bert_tf import optimization
 from bert_tf import output_lock
 from bert_tf import training
 from bert_tf.configs import BertConfig
+from bert_tf.dynamic_masking import DynamicMasker, MaskingRules
 from bert_tf.modeling import pretrainer
 from tfrecords import datasets
 from tfrecords import schema
@@ -53,6 +54,22 @@ class PretrainArgs:
   seed: int = 12345
   mixed_precision: str = "none"
   jit_compile: bool = False
+  # Dynamic masking: records without masked LM targets, masked as they are read.
+  dynamic_masking: bool = False
+  vocab_file: str | None = None
+  masked_lm_prob: float = 0.15
+  do_whole_word_mask: bool = False
+  mask_token_prob: float = 0.8
+  random_token_prob: float = 0.1
+
+  def masking_rules(self) -> MaskingRules:
+    return MaskingRules(self.max_predictions_per_seq, self.masked_lm_prob,
+                        self.do_whole_word_mask, self.mask_token_prob, self.random_token_prob)
+
+  def record_layout(self) -> list[schema.Feature]:
+    if self.dynamic_masking:
+      return schema.unmasked_pretraining_features(self.max_seq_length)
+    return schema.pretraining_features(self.max_seq_length, self.max_predictions_per_seq)
 
 
 # Record features -> the flag that sets their length.
@@ -75,6 +92,7 @@ def check_records(files: list[str], features: list[schema.Feature], vocab_size: 
     serialized = datasets.first_record(path)
     if serialized is not None:
       example = tf.train.Example.FromString(serialized).features.feature
+      _check_masking_kind(path, example, features)
       for f in features:
         if f.name not in example:
           raise ValueError(f"{path}: the records have no feature {f.name!r}")
@@ -91,6 +109,18 @@ def check_records(files: list[str], features: list[schema.Feature], vocab_size: 
                            "with a larger vocab than the model's")
 
 
+def _check_masking_kind(path: str, example, features: list[schema.Feature]) -> None:
+  """Masked-offline records given to a dynamic-masking run, or the reverse: the record layout
+  tells them apart (only offline-masked records hold masked_lm_positions)."""
+  wanted = any(f.name == "masked_lm_positions" for f in features)
+  if "masked_lm_positions" in example and not wanted:
+    raise ValueError(f"{path}: the records hold masked LM targets (create_pretraining_data "
+                     "without --dynamic_masking); run without --dynamic_masking")
+  if "masked_lm_positions" not in example and wanted and "next_sentence_labels" in example:
+    raise ValueError(f"{path}: the records hold no masked LM targets (create_pretraining_data "
+                     "--dynamic_masking); run with --dynamic_masking and --vocab_file")
+
+
 class _Pretraining:
   """One run: the model, optimizer and input that the args describe."""
 
@@ -102,6 +132,18 @@ class _Pretraining:
     self.files = files
     self.loss_fn = functools.partial(pretrainer.pretraining_loss, objective=args.objective,
                                      nsp=args.nsp)
+    self.masker = (DynamicMasker(args.masking_rules(), args.vocab_file, config.vocab_size)
+                   if args.dynamic_masking else None)
+
+  def dataset(self, batch_size: int, is_training: bool,
+              ctx: tf.distribute.InputContext) -> tf.data.Dataset:
+    """Model-ready batches (`datasets.pretraining_dataset`'s), masked here when dynamic.
+    Evaluation keeps whole batches only, as the original: one static shape for XLA and TPUs."""
+    args = self.args
+    ds = datasets.record_dataset(self.files, args.record_layout(), batch_size, is_training,
+                                 input_context=ctx, seed=args.seed if is_training else None,
+                                 drop_remainder=True)
+    return self.masker.apply(ds) if self.masker else ds
 
   def model_fn(self):
     args = self.args
@@ -119,10 +161,7 @@ class _Pretraining:
 
   def train(self) -> None:
     args = self.args
-    def dataset_fn(ctx):
-      return datasets.pretraining_dataset(self.files, args.max_seq_length,
-                                          args.max_predictions_per_seq, args.train_batch_size,
-                                          is_training=True, input_context=ctx, seed=args.seed)
+    dataset_fn = functools.partial(self.dataset, args.train_batch_size, True)
     optimizer_fn = functools.partial(
         optimization.create_optimizer, args.learning_rate, args.num_train_steps,
         args.num_warmup_steps, optimizer=args.optimizer,
@@ -134,12 +173,7 @@ class _Pretraining:
 
   def evaluate(self) -> dict:
     args = self.args
-    def dataset_fn(ctx):
-      # Whole batches only, as the original: one static shape for XLA and TPUs.
-      return datasets.record_dataset(
-          self.files, schema.pretraining_features(args.max_seq_length,
-                                                  args.max_predictions_per_seq),
-          args.eval_batch_size, is_training=False, input_context=ctx, drop_remainder=True)
+    dataset_fn = functools.partial(self.dataset, args.eval_batch_size, False)
     results = training.evaluate(self.strategy, self.model_fn, self.loss_fn, dataset_fn,
                                 args.output_dir, max_steps=args.max_eval_steps,
                                 init_fn=self.init_fn())
@@ -157,7 +191,8 @@ def _run_settings(args: PretrainArgs, config: BertConfig, files: list[str]) -> d
           **{name: getattr(args, name) for name in (
               "init_checkpoint", "max_seq_length", "max_predictions_per_seq",
               "train_batch_size", "learning_rate", "num_train_steps", "num_warmup_steps",
-              "optimizer", "objective", "nsp", "seed", "mixed_precision")}}
+              "optimizer", "objective", "nsp", "seed", "mixed_precision", "dynamic_masking",
+              "masked_lm_prob", "do_whole_word_mask", "mask_token_prob", "random_token_prob")}}
 
 
 def _write_config(config: BertConfig, args: PretrainArgs) -> None:
@@ -183,12 +218,13 @@ def pretrain(args: PretrainArgs, strategy: tf.distribute.Strategy) -> dict:
   """
   if not args.do_train and not args.do_eval:
     raise ValueError("At least one of `do_train` or `do_eval` must be True.")
+  if args.dynamic_masking and not args.vocab_file:
+    raise ValueError("--dynamic_masking needs --vocab_file (the [MASK] id, the special tokens "
+                     "and the word pieces)")
   config = BertConfig.from_json_file(args.bert_config_file)
   files = datasets.list_files(args.input_file)
   tf.random.set_seed(args.seed)  # After the strategy: multi-worker setup must come first.
-  check_records(files, schema.pretraining_features(args.max_seq_length,
-                                                   args.max_predictions_per_seq),
-                config.vocab_size)
+  check_records(files, args.record_layout(), config.vocab_size)
   tf.io.gfile.makedirs(args.output_dir)
   is_chief = distribute.is_chief(strategy)
   with (output_lock.lock_output_dir(args.output_dir, is_chief),

