@@ -7,6 +7,13 @@ file beside the output: out/pretrain.tfrecord -> out/pretrain.stats.json.
 
   create_pretraining_data --input_file='corpus/*.txt' --output_file=out/pretrain.tfrecord \\
     --vocab_file=vocab.txt --num_output_shards=8
+
+With --runner=NAME, the same job runs as an Apache Beam pipeline (data_gen/beam_pipeline.py;
+`pip install -e '.[beam]'`), the other flags Beam's pipeline options, and writes the same
+bytes:
+
+  create_pretraining_data ... --runner=FnApiRunner --direct_num_workers=2 \\
+    --direct_running_mode=multi_processing
 """
 import os
 import sys
@@ -47,6 +54,11 @@ flags.DEFINE_integer("num_workers", None, "Worker processes (default: all cores)
 flags.DEFINE_integer("num_output_shards", None,
                      "Write this many shards <output_file>-0000i-of-0000N (one --output_file), "
                      "instances dealt round-robin; default: one per --output_file.")
+flags.DEFINE_string("runner", None,
+                    "Run as an Apache Beam pipeline on this runner (FnApiRunner, DataflowRunner, "
+                    "FlinkRunner, SparkRunner, ...), with the Beam pipeline options given beside "
+                    "the flags; default: this machine's worker processes (--num_workers). "
+                    "DirectRunner runs as the FnApiRunner (it would download Prism).")
 
 FLAGS = flags.FLAGS
 
@@ -61,8 +73,14 @@ def _config() -> PretrainingDataConfig:
 
 
 def main(argv):
-  if len(argv) > 1:
-    sys.exit(f"create_pretraining_data: error: unexpected arguments {' '.join(argv[1:])}")
+  beam_args = argv[1:]
+  if beam_args and not FLAGS.runner:
+    sys.exit(f"create_pretraining_data: error: unexpected arguments {' '.join(beam_args)} "
+             "(Beam pipeline options go with --runner)")
+  if FLAGS.runner and FLAGS.num_workers is not None:
+    sys.exit("create_pretraining_data: error: --num_workers is for the local worker processes; "
+             "with --runner, give the runner's options (--direct_num_workers=N, "
+             "--num_workers=N on Dataflow)")
   try:
     config = _config()  # bad settings fail here, before TensorFlow loads
   except ValueError as e:
@@ -77,21 +95,39 @@ def main(argv):
     input_files = datasets.list_files(FLAGS.input_file)
     prefixes = [p.strip() for p in FLAGS.output_file.split(",") if p.strip()]
     output_files = pipeline.shard_paths(prefixes, FLAGS.num_output_shards)
-    num_workers = FLAGS.num_workers or len(os.sched_getaffinity(0))
     tokenizer = FullTokenizer(FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
     with output_lock.lock_output_files(prefixes):
-      stats = pipeline.create_pretraining_data(input_files, output_files, tokenizer, config,
-                                               num_workers)
+      if FLAGS.runner:
+        try:
+          from data_gen import beam_pipeline
+        except ImportError as e:
+          raise ValueError(f"--runner needs Apache Beam: pip install -e '.[beam]' ({e})") \
+              from None
+        stats = beam_pipeline.create_pretraining_data(
+            input_files, output_files, tokenizer, config,
+            [f"--runner={FLAGS.runner}", *beam_args])
+      else:
+        stats = pipeline.create_pretraining_data(
+            input_files, output_files, tokenizer, config,
+            FLAGS.num_workers or len(os.sched_getaffinity(0)))
   print(pipeline.summary(stats))
   print(f"wrote {len(output_files)} shard(s) ({output_files[0]}"
         f"{', ...' if len(output_files) > 1 else ''}); stats in "
         f"{pipeline.stats_path(output_files[0])}")
 
 
+def _parse_flags(argv: list[str]) -> list[str]:
+  """Our flags; what is left (a Beam pipeline option) goes on to main, which checks it."""
+  try:
+    return FLAGS(argv, known_only=True)
+  except flags.Error as e:
+    sys.exit(f"create_pretraining_data: error: {e}")
+
+
 def run():
   """The `create_pretraining_data` console script."""
   flags.mark_flags_as_required(["input_file", "output_file", "vocab_file"])
-  app.run(main)
+  app.run(main, flags_parser=_parse_flags)
 
 
 if __name__ == "__main__":

@@ -8,11 +8,14 @@ refused (`_check_text`).
 Memory stays bounded whatever the corpus size: documents are grouped into chunks of about
 `chunk_chars` characters, and a document longer than that (a corpus without blank lines, say)
 is cut into pieces of that size, each then a document of its own.
+
+The Beam pipeline (`data_gen.beam_pipeline`) splits the same work in two: `document_extents`
+scans a file for its documents' byte extents, `extent_documents` reads a chunk's back.
 """
 import dataclasses
 import gzip
 import io
-from typing import Iterable, Iterator
+from typing import BinaryIO, Callable, Iterable, Iterator
 import zlib
 
 import numpy as np
@@ -81,6 +84,34 @@ def _lines(path: str) -> Iterator[bytes]:
       raise ValueError(f"{path}: not a valid gzip file ({e})") from e
 
 
+def _documents(lines: Iterable[bytes], path: str, stats: ReadStats,
+               max_document_chars: int) -> Iterator[tuple[list[str], int, int]]:
+  """The documents of one file's `lines`, each with its extent: (lines, start, end), the
+  bytes [start, end) of the file's (decompressed) text from its first non-blank line to the
+  end of its last. Re-reading an extent alone gives that document back."""
+  document, chars, start, offset = [], 0, 0, 0
+  for line_number, raw in enumerate(lines, start=1):
+    line_start, offset = offset, offset + len(raw)
+    stats.lines += 1
+    try:
+      line = raw.decode("utf-8").strip()
+    except UnicodeDecodeError:
+      line = raw.decode("utf-8", errors="replace").strip()
+      stats.invalid_utf8_lines += 1
+      if len(stats.invalid_utf8_examples) < MAX_REPORTED_LINES:
+        stats.invalid_utf8_examples.append(f"{path}:{line_number}")
+    if line:
+      if not document:
+        start = line_start
+      document.append(line)
+      chars += len(line)
+    if document and (not line or chars >= max_document_chars):
+      yield document, start, offset if line else line_start
+      document, chars = [], 0
+  if document:
+    yield document, start, offset
+
+
 def read_documents(files: list[str], stats: ReadStats,
                    max_document_chars: int = CHUNK_CHARS) -> Iterator[list[str]]:
   """Yields each document of `files` in order, as its non-empty stripped lines.
@@ -92,37 +123,54 @@ def read_documents(files: list[str], stats: ReadStats,
   """
   for path in files:
     stats.files += 1
-    document, chars = [], 0
-    for line_number, raw in enumerate(_lines(path), start=1):
-      stats.lines += 1
-      try:
-        line = raw.decode("utf-8").strip()
-      except UnicodeDecodeError:
-        line = raw.decode("utf-8", errors="replace").strip()
-        stats.invalid_utf8_lines += 1
-        if len(stats.invalid_utf8_examples) < MAX_REPORTED_LINES:
-          stats.invalid_utf8_examples.append(f"{path}:{line_number}")
-      if line:
-        document.append(line)
-        chars += len(line)
-      if document and (not line or chars >= max_document_chars):
-        yield document
-        document, chars = [], 0
-    if document:
+    for document, _, _ in _documents(_lines(path), path, stats, max_document_chars):
       yield document
 
 
-def chunk_documents(documents: Iterable[list[str]],
-                    chunk_chars: int = CHUNK_CHARS) -> Iterator[list[list[str]]]:
+def document_extents(path: str, stats: ReadStats, max_document_chars: int = CHUNK_CHARS,
+                     copy: BinaryIO | None = None) -> Iterator[tuple[int, int, int]]:
+  """(start, end, characters) of each document of `path`, as `read_documents` cuts them; with
+  `copy`, the file's (decompressed) text is written to it as it is read, so that the extents
+  can be read back from the copy (a .gz file cannot seek)."""
+  stats.files += 1
+  lines = _lines(path) if copy is None else _written(_lines(path), copy)
+  for document, start, end in _documents(lines, path, stats, max_document_chars):
+    yield start, end, sum(len(line) for line in document)
+
+
+def _written(lines: Iterable[bytes], copy: BinaryIO) -> Iterator[bytes]:
+  for raw in lines:
+    copy.write(raw)
+    yield raw
+
+
+def extent_documents(path: str, start: int, end: int,
+                     max_document_chars: int = CHUNK_CHARS) -> Iterator[list[str]]:
+  """The documents within the bytes [start, end) of the plain text file `path`, an extent
+  (or consecutive extents) of `document_extents`: the same documents `read_documents` gives."""
+  with tf.io.gfile.GFile(path, "rb") as f:
+    f.seek(start)
+    text = f.read(end - start)
+  for document, _, _ in _documents(io.BytesIO(text), path, ReadStats(), max_document_chars):
+    yield document
+
+
+def _characters(document: list[str]) -> int:
+  return sum(len(line) for line in document)
+
+
+def chunk_documents(documents: Iterable, chunk_chars: int = CHUNK_CHARS,
+                    size: Callable[[object], int] = _characters) -> Iterator[list]:
   """Groups consecutive documents into chunks of at least `chunk_chars` characters.
 
   The last chunk is at least half that: a smaller tail joins the chunk before it, so that no
-  chunk is too small a window to draw random next sentences from.
+  chunk is too small a window to draw random next sentences from. `size`: a document's
+  characters (its lines' by default; the Beam pipeline groups `document_extents` instead).
   """
   pending, current, chars = None, [], 0
   for document in documents:
     current.append(document)
-    chars += sum(len(line) for line in document)
+    chars += size(document)
     if chars >= chunk_chars:
       if pending is not None:
         yield pending

@@ -13,7 +13,7 @@ the main process deals them round-robin to the shards in chunk order, so the sam
 and shard count give byte-identical shards whatever the number of workers. Every shard is
 written under a temporary name and renamed once complete; a re-run after a crash removes what
 a killed run left behind and rewrites everything, identically. The workers' record files go
-to a hidden scratch directory beside the first shard (`_scratch_dir`), on the output's disk.
+to a hidden scratch directory beside the first shard (`scratch_dir`), on the output's disk.
 """
 import collections
 import concurrent.futures
@@ -27,6 +27,8 @@ import re
 import shutil
 import sys
 import time
+
+import tensorflow as tf
 
 from data_gen import documents as documents_lib
 from data_gen import instances as instances_lib
@@ -95,19 +97,20 @@ def check_no_other_shards(output_files: list[str]) -> None:
                        "remove it or choose another --output_file")
 
 
-def _scratch_dir(output_file: str, pid: str) -> str:
-  """The scratch directory of process `pid` writing `output_file`: hidden beside it (out of an
-  `output_file*` glob), so that a re-run for the same output finds one a killed run left."""
+def scratch_dir(output_file: str, pid: str) -> str:
+  """The scratch directory of process `pid` (or a Beam job, `beam-<id>`) writing
+  `output_file`: hidden beside it (out of an `output_file*` glob), so that a re-run for the
+  same output finds one a killed run left."""
   head, tail = os.path.split(output_file)
   return os.path.join(head, f".{tail}.tmp-{pid}")
 
 
-def _remove_leftovers(paths: list[str]) -> None:
+def remove_leftovers(paths: list[str]) -> None:
   """Deletes the temporary files and the scratch directory a killed run left beside `paths`."""
   for path in paths:
     for leftover in glob.glob(glob.escape(path) + ".tmp-*"):
       os.remove(leftover)
-  for scratch in glob.glob(_scratch_dir(glob.escape(paths[0]), "*")):
+  for scratch in glob.glob(scratch_dir(glob.escape(paths[0]), "*")):
     shutil.rmtree(scratch)
 
 
@@ -141,12 +144,12 @@ class _Progress:
           f"({stats.instances / elapsed:,.0f}/s), {elapsed:,.0f} s", file=sys.stderr, flush=True)
 
 
-def _write_json(path: str, value: dict) -> None:
+def write_json(path: str, value: dict) -> None:
+  """`value` to `path` (local or gs://...) under a temporary name, then renamed."""
   tmp = f"{path}.tmp-{os.getpid()}"
-  with open(tmp, "w", encoding="utf-8") as f:
-    json.dump(value, f, indent=2)
-    f.write("\n")
-  os.replace(tmp, path)
+  with tf.io.gfile.GFile(tmp, "w") as f:
+    f.write(json.dumps(value, indent=2) + "\n")
+  tf.io.gfile.rename(tmp, path, overwrite=True)
 
 
 def create_pretraining_data(input_files: list[str],
@@ -185,14 +188,14 @@ def create_pretraining_data(input_files: list[str],
   vocab = VocabInfo.from_tokenizer(tokenizer)
   read_stats, stats = documents_lib.ReadStats(), JobStats()
   progress = _Progress(progress_seconds)
-  _remove_leftovers(output_files)
+  remove_leftovers(output_files)
 
   with contextlib.ExitStack() as stack:
     # The workers' record files (see `instances.ChunkRecords`); removed, whatever is left in
     # it, however the job ends, after the workers have stopped. (Left by a kill -9, it goes
-    # with the next run's _remove_leftovers; a failure to remove it must not hide the error
+    # with the next run's remove_leftovers; a failure to remove it must not hide the error
     # that ends the job.)
-    spill_dir = _scratch_dir(output_files[0], str(os.getpid()))
+    spill_dir = scratch_dir(output_files[0], str(os.getpid()))
     os.makedirs(spill_dir)
     stack.callback(shutil.rmtree, spill_dir, ignore_errors=True)
     pool = concurrent.futures.ProcessPoolExecutor(
@@ -240,7 +243,7 @@ def create_pretraining_data(input_files: list[str],
       "input_files": list(input_files),
       "output_files": {s.path: s.count for s in shards},
   }
-  _write_json(stats_path(output_files[0]), result)
+  write_json(stats_path(output_files[0]), result)
   return result
 
 
@@ -251,6 +254,9 @@ HIGH_UNK_RATE = 0.01
 
 def summary(stats: dict) -> str:
   """The end-of-run report, a few lines."""
+  workers = f"{stats['num_workers']} workers" if stats["num_workers"] else "the runner's workers"
+  if stats.get("runner"):  # a Beam run
+    workers += f" on {stats['runner']}"
   lines = [
       f"documents {stats['documents']:,}  sentences {stats['sentences']:,}  "
       f"tokens {stats['tokens']:,} ([UNK] {stats['unk_rate']:.2%})  "
@@ -260,7 +266,8 @@ def summary(stats: dict) -> str:
       " of the tokens of A and B)  "
       f"random next {stats['random_next'] / max(stats['instances'], 1):.1%}",
       f"{stats['seconds']:.1f} s, {stats['instances_per_second']:,.0f} instances/s, "
-      f"{stats['num_workers']} workers, {len(stats['output_files'])} shards",
+      f"{workers}, "
+      f"{len(stats['output_files'])} shards",
   ]
   if stats["unk_rate"] > HIGH_UNK_RATE:
     lines.append(f"WARNING: {stats['unk_tokens']:,} tokens ({stats['unk_rate']:.1%}, over "

@@ -1,0 +1,414 @@
+"""create_pretraining_data as an Apache Beam pipeline: the local path's shards, byte for byte.
+
+`create_pretraining_data --runner=NAME [Beam pipeline options]` runs this instead of the local
+worker processes (`data_gen.pipeline`). The steps (each a parallel map unless said otherwise):
+
+  Scan      per input file: its documents' byte extents and characters
+            (`documents.document_extents`) and read stats; a .gz file's text is copied to the
+            scratch directory, where its extents can be read back (a .gz stream cannot seek).
+  Plan      one element: the local path's chunks (`documents.chunk_documents` over the
+            extents), each a list of byte ranges of the corpus, keyed by its index.
+  Records   per chunk: reads its ranges back, tokenizes them, makes its instances
+            (`instances.chunk_records`: seeded by the chunk's index, shuffled within the chunk,
+            as locally) and writes them to a scratch file as TFRecord frames, grouped by
+            residue: group q holds the chunk's records j = q, q + N, q + 2N, ... (N shards).
+  Shards    per shard: record j of chunk c is record offset(c) + j of the job, and the local
+            path deals record i to shard i mod N; so shard s is, in chunk order, group
+            (s - offset(c)) mod N of each chunk: one contiguous byte range per chunk, copied
+            (the frames are the bytes tf.io.TFRecordWriter writes). Written under a temporary
+            name, renamed when complete.
+  Stats     one element: the totals, to the scratch directory; the driver adds the timing and
+            writes the stats file beside the output, as the local path does.
+
+Deterministic: every random draw depends on (random_seed, chunk index, dupe pass), every order
+on the chunk and shard indices, none on which worker ran what or when; a retried element
+rewrites the same bytes. Only file names, counts and small arrays cross between steps (the text
+and the records go through files), so memory per worker is bounded whatever the corpus size:
+Records holds one chunk (~1 MB of text, one dupe pass of its instances; its records go to local
+disk), Shards a 4 MB copy buffer and one small entry per chunk, Plan 24 bytes per document of
+the corpus (its extents: ~150 MB for 6 million documents).
+
+Runners: any Beam runner; `DirectRunner` is run as the FnApiRunner, since the DirectRunner
+first tries Beam's Prism runner, which it downloads from the internet (an offline machine
+stalls or fails there). Workers import TensorFlow: they tokenize (tensorflow-text) and read
+and write through tf.io.gfile (local files, gs://).
+"""
+import contextlib
+import dataclasses
+import io
+import itertools
+import json
+import logging
+import os
+import re
+import resource
+import shutil
+import struct
+import tempfile
+import time
+import uuid
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+from apache_beam.metrics.metric import MetricsFilter
+from apache_beam.options import pipeline_options as options_lib
+from apache_beam.runners import runner as runner_lib
+import google_crc32c
+import numpy as np
+import tensorflow as tf
+
+from bert_tf.tokenization import FullTokenizer
+from data_gen import documents as documents_lib
+from data_gen import instances as instances_lib
+from data_gen import pipeline
+from data_gen.config import PretrainingDataConfig
+from data_gen.masking import VocabInfo
+
+# Beam's metrics namespace: counters documents, instances, masked_tokens, ... (JobStats's
+# names), files and lines, and the distribution worker_peak_rss_bytes.
+NAMESPACE = "create_pretraining_data"
+# A copy of a shard's range of a chunk file goes through a buffer this big.
+COPY_BYTES = 4 << 20
+# The DirectRunner's engine that needs nothing from the internet.
+OFFLINE_RUNNER = "FnApiRunner"
+_HEADER = struct.Struct("<q")
+
+
+@dataclasses.dataclass
+class FileScan:
+  """One input file's documents.
+
+  text_path: where their bytes are: the file, or a .gz file's decompressed copy.
+  extents:   [documents, 3] int64: start, end (bytes of the text), characters.
+  """
+  index: int
+  text_path: str
+  extents: np.ndarray
+  read_stats: documents_lib.ReadStats
+
+
+@dataclasses.dataclass
+class ChunkPlan:
+  """A chunk: its index (the seed) and its documents as (text_path, start, end, documents)
+  ranges, one per file it spans."""
+  index: int
+  ranges: list[tuple[str, int, int, int]]
+
+
+@dataclasses.dataclass
+class ChunkFile:
+  """A chunk's records in the scratch directory (path None: the chunk made none)."""
+  index: int
+  path: str | None
+  stats: pipeline.JobStats
+
+
+# ------------------------------------------------------------------ options and runner
+
+def pipeline_options(beam_args: list[str]) -> options_lib.PipelineOptions:
+  """The Beam pipeline options `beam_args` (--runner=NAME among them) give.
+
+  Raises:
+    ValueError: an unknown option or runner, or a bad value, naming it.
+  """
+  options = options_lib.PipelineOptions(beam_args)
+  errors = io.StringIO()
+  try:
+    with contextlib.redirect_stderr(errors):  # argparse's usage text: one line is enough
+      known = options.get_all_options()
+      given = options.get_all_options(retain_unknown_options=True)
+  except SystemExit:
+    raise ValueError(errors.getvalue().strip().splitlines()[-1]) from None
+  unknown = sorted(set(given) - set(known))
+  if unknown:
+    raise ValueError(f"--{unknown[0]}: neither a flag of create_pretraining_data nor a Beam "
+                     "pipeline option")
+  standard = options.view_as(options_lib.StandardOptions)
+  if standard.runner.lower() in ("direct", "directrunner"):
+    logging.warning("--runner=%s: running on the %s (the DirectRunner would first download "
+                    "Beam's Prism runner from the internet); --runner=PrismRunner for Prism",
+                    standard.runner, OFFLINE_RUNNER)
+    standard.runner = OFFLINE_RUNNER
+  try:
+    runner_lib.create_runner(standard.runner)
+  except ImportError as e:
+    raise ValueError(f"--runner={standard.runner}: {e}") from None
+  except ValueError as e:
+    raise ValueError(f"--runner={standard.runner}: {e}") from None
+  return options
+
+
+def _num_workers(options: options_lib.PipelineOptions) -> int | None:
+  """The workers the options ask for: --direct_num_workers on the FnApiRunner, else
+  --num_workers (Dataflow); None: the runner's choice."""
+  if options.view_as(options_lib.StandardOptions).runner.lower().startswith("fnapi"):
+    return options.view_as(options_lib.DirectOptions).direct_num_workers or 1
+  return options.view_as(options_lib.WorkerOptions).num_workers
+
+
+# ------------------------------------------------------------------ the steps
+
+def _scan(item: tuple[int, str], scratch: str, chunk_chars: int) -> FileScan:
+  """Scan: the extents of one file's documents."""
+  index, path = item
+  stats = documents_lib.ReadStats()
+  with contextlib.ExitStack() as stack:
+    text_path, copy = path, None
+    if path.endswith(".gz"):
+      text_path = f"{scratch}/text-{index:06d}"
+      copy = stack.enter_context(tf.io.gfile.GFile(text_path, "wb"))
+    extents = documents_lib.document_extents(path, stats, chunk_chars, copy)
+    flat = np.fromiter(itertools.chain.from_iterable(extents), np.int64).reshape(-1, 3)
+  Metrics.counter(NAMESPACE, "files").inc()
+  Metrics.counter(NAMESPACE, "lines").inc(stats.lines)
+  return FileScan(index=index, text_path=text_path, extents=flat, read_stats=stats)
+
+
+def _plan(unused_element, scans: list[FileScan], chunk_chars: int):
+  """Plan: the local path's chunks of the whole corpus, as byte ranges."""
+  scans = sorted(scans, key=lambda s: s.index)
+  extents = ((scan.text_path, *row) for scan in scans for row in scan.extents.tolist())
+  for index, chunk in enumerate(documents_lib.chunk_documents(extents, chunk_chars,
+                                                             size=lambda e: e[3])):
+    ranges = []
+    for text_path, group in itertools.groupby(chunk, key=lambda e: e[0]):
+      group = list(group)
+      ranges.append((text_path, group[0][1], group[-1][2], len(group)))
+    yield ChunkPlan(index=index, ranges=ranges)
+
+
+def _masked_crc(data: bytes) -> int:
+  """TFRecord's masked CRC32C."""
+  crc = google_crc32c.value(data)
+  return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def _frame(record: bytes) -> bytes:
+  """`record` framed as in a TFRecord file: length, its CRC, the data, its CRC."""
+  length = struct.pack("<Q", len(record))
+  return b"".join([length, struct.pack("<I", _masked_crc(length)), record,
+                   struct.pack("<I", _masked_crc(record))])
+
+
+def _write_groups(records: instances_lib.ChunkRecords, num_shards: int, path: str) -> None:
+  """Writes a chunk's records to `path`, framed, group q (records j = q mod num_shards, in
+  the chunk's order) after group q - 1, behind a header of the num_shards + 1 group offsets."""
+  order, lengths = records.order, records.lengths
+  group_bytes = [int(lengths[order[q::num_shards]].sum()) + 16 * len(order[q::num_shards])
+                 for q in range(num_shards)]
+  offsets = _HEADER.size * (num_shards + 1) + np.cumsum([0] + group_bytes)
+  starts = np.cumsum(lengths) - lengths
+  tmp = f"{path}.tmp-{uuid.uuid4().hex}"
+  with open(records.path, "rb") as source, tf.io.gfile.GFile(tmp, "wb") as out:
+    out.write(offsets.astype("<i8").tobytes())
+    buffer = bytearray()
+    for q in range(num_shards):
+      for i in order[q::num_shards]:
+        buffer += _frame(os.pread(source.fileno(), int(lengths[i]), int(starts[i])))
+        if len(buffer) >= COPY_BYTES:
+          out.write(bytes(buffer))
+          buffer.clear()
+    out.write(bytes(buffer))
+  tf.io.gfile.rename(tmp, path, overwrite=True)
+
+
+class _Records(beam.DoFn):
+  """Records: a chunk's instances (the local path's worker), written in shard groups."""
+
+  def __init__(self, vocab_file: str, do_lower_case: bool, config: PretrainingDataConfig,
+               chunk_chars: int, num_shards: int, scratch: str):
+    super().__init__()
+    self.vocab_file, self.do_lower_case = vocab_file, do_lower_case
+    self.config, self.chunk_chars = config, chunk_chars
+    self.num_shards, self.scratch = num_shards, scratch
+    self.counters = {name: Metrics.counter(NAMESPACE, name)
+                     for name in ("documents", "sentences", "tokens", "instances",
+                                  "masked_tokens")}
+    self.peak_rss = Metrics.distribution(NAMESPACE, "worker_peak_rss_bytes")
+
+  def setup(self):
+    self.tokenizer = FullTokenizer(self.vocab_file, do_lower_case=self.do_lower_case)
+    self.vocab = VocabInfo.from_tokenizer(self.tokenizer)
+    # The chunk's records before they are grouped: the worker's own disk.
+    self.local = tempfile.mkdtemp(prefix="create_pretraining_data-")
+
+  def teardown(self):
+    shutil.rmtree(self.local, ignore_errors=True)
+
+  def process(self, plan: ChunkPlan):
+    docs = [doc for text_path, start, end, _ in plan.ranges
+            for doc in documents_lib.extent_documents(text_path, start, end, self.chunk_chars)]
+    if len(docs) != sum(r[3] for r in plan.ranges):
+      raise ValueError(f"{plan.ranges[0][0]}: changed while the job read it")
+    chunk = documents_lib.tokenize_chunk(self.tokenizer, docs)
+    stats = pipeline.JobStats(documents=chunk.num_documents, sentences=chunk.num_sentences,
+                              tokens=len(chunk.token_ids),
+                              unk_tokens=int((chunk.token_ids == self.tokenizer.unk_id).sum()))
+    path = None
+    if chunk.num_documents:
+      records = instances_lib.chunk_records(chunk, plan.index, self.config, self.vocab,
+                                            os.path.join(self.local, f"chunk-{plan.index}"))
+      stats.add(records)
+      path = f"{self.scratch}/chunk-{plan.index:08d}"
+      _write_groups(records, self.num_shards, path)
+      os.remove(records.path)
+    for name, counter in self.counters.items():
+      counter.inc(getattr(stats, name))
+    logging.info("create_pretraining_data: chunk %d: %d documents, %d instances", plan.index,
+                 stats.documents, stats.instances)
+    yield ChunkFile(index=plan.index, path=path, stats=stats)
+
+  def finish_bundle(self):
+    # ru_maxrss: KiB on Linux.
+    self.peak_rss.update(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+
+
+def _write_shard(shard: int, output_files: list[str], chunks: list[ChunkFile],
+                 input_files: list[str]) -> tuple[str, int]:
+  """Shards: shard `shard` of `output_files`, from every chunk's group of it."""
+  if not any(c.stats.documents for c in chunks):
+    raise ValueError(f"no text in {', '.join(input_files)}: the corpus is empty")
+  num_shards, path = len(output_files), output_files[shard]
+  tmp, count, first = f"{path}.tmp-{uuid.uuid4().hex}", 0, 0
+  with tf.io.gfile.GFile(tmp, "wb") as out:
+    for chunk in sorted(chunks, key=lambda c: c.index):
+      n = chunk.stats.instances
+      group = (shard - first) % num_shards
+      first += n
+      if group >= n:
+        continue
+      count += len(range(group, n, num_shards))
+      with tf.io.gfile.GFile(chunk.path, "rb") as f:
+        f.seek(_HEADER.size * group)
+        start, end = np.frombuffer(f.read(2 * _HEADER.size), "<i8").tolist()
+        f.seek(start)
+        while start < end:
+          block = f.read(min(COPY_BYTES, end - start))
+          out.write(block)
+          start += len(block)
+  tf.io.gfile.rename(tmp, path, overwrite=True)
+  return path, count
+
+
+def _write_stats(unused_element, read_stats: list[tuple[int, documents_lib.ReadStats]],
+                 chunks: list[ChunkFile], shards: list[tuple[str, int]], path: str,
+                 output_files: list[str]) -> None:
+  """Stats: the job's totals to `path` (a JSON object, the local path's keys but timing)."""
+  totals = pipeline.JobStats()
+  for chunk in chunks:
+    for field in dataclasses.fields(totals):
+      setattr(totals, field.name, getattr(totals, field.name) + getattr(chunk.stats, field.name))
+  read = documents_lib.ReadStats()
+  for _, stats in sorted(read_stats, key=lambda s: s[0]):
+    read.files += stats.files
+    read.lines += stats.lines
+    read.invalid_utf8_lines += stats.invalid_utf8_lines
+    read.invalid_utf8_examples += stats.invalid_utf8_examples
+  del read.invalid_utf8_examples[documents_lib.MAX_REPORTED_LINES:]
+  counts = dict(shards)
+  pipeline.write_json(path, {**dataclasses.asdict(totals), **dataclasses.asdict(read),
+                             "output_files": {p: counts[p] for p in output_files}})
+
+
+# ------------------------------------------------------------------ the job
+
+def _build(p: beam.Pipeline, input_files: list[str], output_files: list[str], tokenizer,
+           config: PretrainingDataConfig, chunk_chars: int, scratch: str) -> None:
+  side = beam.pvalue.AsList
+  scans = (p | "Files" >> beam.Create(list(enumerate(input_files)))
+           | "Scan" >> beam.Map(_scan, scratch, chunk_chars))
+  chunks = (p | "Corpus" >> beam.Create([None])
+            | "Plan" >> beam.FlatMap(_plan, side(scans), chunk_chars)
+            | "Spread" >> beam.Reshuffle()
+            | "Records" >> beam.ParDo(_Records(tokenizer.vocab_file, tokenizer.do_lower_case,
+                                               config, chunk_chars, len(output_files),
+                                               scratch)))
+  shards = (p | "Shard numbers" >> beam.Create(range(len(output_files)))
+            | "Shards" >> beam.Map(_write_shard, output_files, side(chunks), input_files))
+  read_stats = scans | "Read stats" >> beam.Map(lambda s: (s.index, s.read_stats))
+  _ = (p | "Job" >> beam.Create([None])
+       | "Stats" >> beam.Map(_write_stats, side(read_stats), side(chunks), side(shards),
+                             f"{scratch}/stats.json", output_files))
+
+
+# The last line of a worker's traceback that names a user's error (what the local path reports
+# in one line), and the step Beam appends to it.
+_USER_ERROR = re.compile(
+    r"^(?:[\w.]+\.)?(?:ValueError|OSError|FileNotFoundError|IsADirectoryError|"
+    r"NotADirectoryError|PermissionError|NotFoundError|PermissionDeniedError|DataLossError): "
+    r"(.*?)(?: \[while running '[^']*'\])?$", re.MULTILINE)
+
+
+def _user_error(error: Exception) -> ValueError | None:
+  """The user's error (a file not text, the corpus empty, a disk full...) inside the error a
+  failed pipeline raises (a worker's traceback as text), or None for anything else."""
+  found = _USER_ERROR.findall(str(error))
+  return ValueError(found[-1]) if found else None
+
+
+def _counters(result) -> dict:
+  """The job's Beam metrics: counters by name, and the workers' peak memory."""
+  metrics = result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))
+  counters = {}
+  for c in metrics["counters"]:
+    counters[c.key.metric.name] = counters.get(c.key.metric.name, 0) + c.committed
+  peaks = [d.committed.max for d in metrics["distributions"] if d.committed]
+  return {"counters": counters, "worker_peak_rss_bytes": max(peaks, default=None)}
+
+
+def create_pretraining_data(input_files: list[str],
+                            output_files: list[str],
+                            tokenizer: FullTokenizer,
+                            config: PretrainingDataConfig,
+                            beam_args: list[str],
+                            chunk_chars: int = documents_lib.CHUNK_CHARS) -> dict:
+  """`pipeline.create_pretraining_data`'s shards, stats file and result, from a Beam pipeline.
+
+  Args:
+    input_files, output_files, config, chunk_chars: as `pipeline.create_pretraining_data`;
+      the outputs may be in a bucket (gs://...), which the runner's workers can reach.
+    tokenizer: a `FullTokenizer`; the workers load their own from its vocab_file, which they
+      must be able to read.
+    beam_args: Beam pipeline options, --runner=NAME among them (see `pipeline_options`).
+
+  Returns:
+    The stats, also written as JSON to `pipeline.stats_path(output_files[0])`, with the runner,
+    Beam's counters and the workers' peak memory.
+
+  Raises:
+    ValueError: a bad option, the corpus empty or not text, naming it.
+  """
+  options = pipeline_options(beam_args)
+  if all("://" not in p for p in output_files):
+    pipeline.check_no_other_shards(output_files)
+    pipeline.remove_leftovers(output_files)
+  scratch = pipeline.scratch_dir(output_files[0], f"beam-{uuid.uuid4().hex[:12]}")
+  tf.io.gfile.makedirs(scratch)
+  start = time.monotonic()
+  try:
+    p = beam.Pipeline(options=options)
+    _build(p, input_files, output_files, tokenizer, config, chunk_chars, scratch)
+    try:
+      result = p.run()
+      result.wait_until_finish()
+    except Exception as e:  # pylint: disable=broad-except  (re-raised unless a user's error)
+      user_error = _user_error(e)
+      if user_error is None:
+        raise
+      raise user_error from None
+    with tf.io.gfile.GFile(f"{scratch}/stats.json") as f:
+      stats = json.load(f)
+  finally:
+    if tf.io.gfile.exists(scratch):
+      tf.io.gfile.rmtree(scratch)
+  seconds = time.monotonic() - start
+  runner = options.view_as(options_lib.StandardOptions).runner
+  stats = {**stats, "seconds": seconds,
+           "instances_per_second": stats["instances"] / max(seconds, 1e-9),
+           "unk_rate": stats["unk_tokens"] / max(stats["tokens"], 1),
+           "num_workers": _num_workers(options), "runner": runner, **_counters(result),
+           "chunk_chars": chunk_chars, "config": config.to_dict(),
+           "input_files": list(input_files)}
+  pipeline.write_json(pipeline.stats_path(output_files[0]), stats)
+  logging.info("create_pretraining_data: Beam counters %s", stats["counters"])
+  return stats
