@@ -135,11 +135,10 @@ def read_examples(path: str, layout: Layout, num_choices: int, split: str,
   rows, header_line, names = read_rows(path)
   endings = [f"ending{i}" for i in range(num_choices)]
   required = [layout.context] + ([layout.start] if layout.start else []) + endings
-  optional = ["guid"] + ([] if need_labels else ["label"])
   for name in required + (["label"] if need_labels else []):
     if name not in names:
       raise DataError(f"{path}:{header_line}: header has no {name!r} column (it has {names})")
-  column = {n: names.index(n) for n in required + optional + ["label"] if n in names}
+  column = {n: names.index(n) for n in required + ["label", "guid"] if n in names}
   examples = []
   for line, row in rows:
     if len(row) < len(names):
@@ -151,7 +150,9 @@ def read_examples(path: str, layout: Layout, num_choices: int, split: str,
                         "endings")
     if layout.start:  # SWAG's sent2 begins every ending (Hugging Face's run_swag joins them).
       texts = [f"{row[column[layout.start]]} {text}" for text in texts]
-    label = _label(path, line, row[column["label"]], num_choices) if "label" in column else None
+    label = None  # A test file's label column may be absent or blank.
+    if "label" in column and (need_labels or row[column["label"]].strip()):
+      label = _label(path, line, row[column["label"]], num_choices)
     guid = row[column["guid"]] if "guid" in column else f"{split}-{len(examples)}"
     examples.append(ChoiceExample(guid, row[column[layout.context]], tuple(texts), label))
   if not examples:
