@@ -15,8 +15,8 @@ worker processes (`data_gen.pipeline`). The steps (each a parallel map unless sa
   Shards    per shard: record j of chunk c is record offset(c) + j of the job, and the local
             path deals record i to shard i mod N; so shard s is, in chunk order, group
             (s - offset(c)) mod N of each chunk: one contiguous byte range per chunk, copied
-            (the frames are the bytes tf.io.TFRecordWriter writes). Written under a temporary
-            name, renamed when complete.
+            (the frames are the bytes tf.io.TFRecordWriter writes). Written under temporary
+            names, which the driver renames once every shard is complete.
   Stats     one element: the totals, to the scratch directory; the driver adds the timing and
             writes the stats file beside the output, as the local path does.
 
@@ -28,14 +28,12 @@ Records holds one chunk (~1 MB of text, one dupe pass of its instances; its reco
 disk), Shards a 4 MB copy buffer and one small entry per chunk, Plan 24 bytes per document of
 the corpus (its extents: ~150 MB for 6 million documents).
 
-Runners: any Beam runner; `DirectRunner` is run as the FnApiRunner, since the DirectRunner
-first tries Beam's Prism runner, which it downloads from the internet (an offline machine
-stalls or fails there). Workers import TensorFlow: they tokenize (tensorflow-text) and read
-and write through tf.io.gfile (local files, gs://).
+Runners: any Beam runner (`beam_options`: DirectRunner runs as the FnApiRunner, offline).
+Workers import TensorFlow: they tokenize (tensorflow-text) and read and write through
+tf.io.gfile (local files, gs://).
 """
 import contextlib
 import dataclasses
-import io
 import itertools
 import json
 import logging
@@ -52,12 +50,12 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options import pipeline_options as options_lib
-from apache_beam.runners import runner as runner_lib
 import google_crc32c
 import numpy as np
 import tensorflow as tf
 
 from bert_tf.tokenization import FullTokenizer
+from data_gen import beam_options
 from data_gen import documents as documents_lib
 from data_gen import instances as instances_lib
 from data_gen import pipeline
@@ -69,8 +67,6 @@ from data_gen.masking import VocabInfo
 NAMESPACE = "create_pretraining_data"
 # A copy of a shard's range of a chunk file goes through a buffer this big.
 COPY_BYTES = 4 << 20
-# The DirectRunner's engine that needs nothing from the internet.
-OFFLINE_RUNNER = "FnApiRunner"
 _HEADER = struct.Struct("<q")
 
 
@@ -101,49 +97,6 @@ class ChunkFile:
   index: int
   path: str | None
   stats: pipeline.JobStats
-
-
-# ------------------------------------------------------------------ options and runner
-
-def pipeline_options(beam_args: list[str]) -> options_lib.PipelineOptions:
-  """The Beam pipeline options `beam_args` (--runner=NAME among them) give.
-
-  Raises:
-    ValueError: an unknown option or runner, or a bad value, naming it.
-  """
-  options = options_lib.PipelineOptions(beam_args)
-  errors = io.StringIO()
-  try:
-    with contextlib.redirect_stderr(errors):  # argparse's usage text: one line is enough
-      known = options.get_all_options()
-      given = options.get_all_options(retain_unknown_options=True)
-  except SystemExit:
-    raise ValueError(errors.getvalue().strip().splitlines()[-1]) from None
-  unknown = sorted(set(given) - set(known))
-  if unknown:
-    raise ValueError(f"--{unknown[0]}: neither a flag of create_pretraining_data nor a Beam "
-                     "pipeline option")
-  standard = options.view_as(options_lib.StandardOptions)
-  if standard.runner.lower() in ("direct", "directrunner"):
-    logging.warning("--runner=%s: running on the %s (the DirectRunner would first download "
-                    "Beam's Prism runner from the internet); --runner=PrismRunner for Prism",
-                    standard.runner, OFFLINE_RUNNER)
-    standard.runner = OFFLINE_RUNNER
-  try:
-    runner_lib.create_runner(standard.runner)
-  except ImportError as e:
-    raise ValueError(f"--runner={standard.runner}: {e}") from None
-  except ValueError as e:
-    raise ValueError(f"--runner={standard.runner}: {e}") from None
-  return options
-
-
-def _num_workers(options: options_lib.PipelineOptions) -> int | None:
-  """The workers the options ask for: --direct_num_workers on the FnApiRunner, else
-  --num_workers (Dataflow); None: the runner's choice."""
-  if options.view_as(options_lib.StandardOptions).runner.lower().startswith("fnapi"):
-    return options.view_as(options_lib.DirectOptions).direct_num_workers or 1
-  return options.view_as(options_lib.WorkerOptions).num_workers
 
 
 # ------------------------------------------------------------------ the steps
@@ -264,13 +217,14 @@ class _Records(beam.DoFn):
 
 
 def _write_shard(shard: int, output_files: list[str], chunks: list[ChunkFile],
-                 input_files: list[str]) -> tuple[str, int]:
-  """Shards: shard `shard` of `output_files`, from every chunk's group of it."""
+                 input_files: list[str], suffix: str) -> tuple[str, int]:
+  """Shards: shard `shard` of `output_files`, from every chunk's group of it, to its name +
+  `suffix` (the driver renames the shards once all are written)."""
   if not any(c.stats.documents for c in chunks):
     raise ValueError(f"no text in {', '.join(input_files)}: the corpus is empty")
   num_shards, path = len(output_files), output_files[shard]
-  tmp, count, first = f"{path}.tmp-{uuid.uuid4().hex}", 0, 0
-  with tf.io.gfile.GFile(tmp, "wb") as out:
+  count, first = 0, 0
+  with tf.io.gfile.GFile(path + suffix, "wb") as out:
     for chunk in sorted(chunks, key=lambda c: c.index):
       n = chunk.stats.instances
       group = (shard - first) % num_shards
@@ -286,7 +240,6 @@ def _write_shard(shard: int, output_files: list[str], chunks: list[ChunkFile],
           block = f.read(min(COPY_BYTES, end - start))
           out.write(block)
           start += len(block)
-  tf.io.gfile.rename(tmp, path, overwrite=True)
   return path, count
 
 
@@ -313,7 +266,7 @@ def _write_stats(unused_element, read_stats: list[tuple[int, documents_lib.ReadS
 # ------------------------------------------------------------------ the job
 
 def _build(p: beam.Pipeline, input_files: list[str], output_files: list[str], tokenizer,
-           config: PretrainingDataConfig, chunk_chars: int, scratch: str) -> None:
+           config: PretrainingDataConfig, chunk_chars: int, scratch: str, suffix: str) -> None:
   side = beam.pvalue.AsList
   scans = (p | "Files" >> beam.Create(list(enumerate(input_files)))
            | "Scan" >> beam.Map(_scan, scratch, chunk_chars))
@@ -324,7 +277,8 @@ def _build(p: beam.Pipeline, input_files: list[str], output_files: list[str], to
                                                config, chunk_chars, len(output_files),
                                                scratch)))
   shards = (p | "Shard numbers" >> beam.Create(range(len(output_files)))
-            | "Shards" >> beam.Map(_write_shard, output_files, side(chunks), input_files))
+            | "Shards" >> beam.Map(_write_shard, output_files, side(chunks), input_files,
+                                   suffix))
   read_stats = scans | "Read stats" >> beam.Map(lambda s: (s.index, s.read_stats))
   _ = (p | "Job" >> beam.Create([None])
        | "Stats" >> beam.Map(_write_stats, side(read_stats), side(chunks), side(shards),
@@ -339,9 +293,15 @@ _USER_ERROR = re.compile(
     r"(.*?)(?: \[while running '[^']*'\])?$", re.MULTILINE)
 
 
+_STEP = re.compile(r" \[while running '[^']*'\]$")
+
+
 def _user_error(error: Exception) -> ValueError | None:
-  """The user's error (a file not text, the corpus empty, a disk full...) inside the error a
-  failed pipeline raises (a worker's traceback as text), or None for anything else."""
+  """The user's error (a file not text, the corpus empty, a disk full...) in the error a
+  failed pipeline raises: itself, with the step Beam appended, when the step ran in this
+  process; else found in a worker's traceback (text); None for anything else (a bug)."""
+  if isinstance(error, (ValueError, OSError, tf.errors.OpError)):
+    return ValueError(_STEP.sub("", str(error)))
   found = _USER_ERROR.findall(str(error))
   return ValueError(found[-1]) if found else None
 
@@ -360,7 +320,7 @@ def create_pretraining_data(input_files: list[str],
                             output_files: list[str],
                             tokenizer: FullTokenizer,
                             config: PretrainingDataConfig,
-                            beam_args: list[str],
+                            options: options_lib.PipelineOptions,
                             chunk_chars: int = documents_lib.CHUNK_CHARS) -> dict:
   """`pipeline.create_pretraining_data`'s shards, stats file and result, from a Beam pipeline.
 
@@ -369,25 +329,27 @@ def create_pretraining_data(input_files: list[str],
       the outputs may be in a bucket (gs://...), which the runner's workers can reach.
     tokenizer: a `FullTokenizer`; the workers load their own from its vocab_file, which they
       must be able to read.
-    beam_args: Beam pipeline options, --runner=NAME among them (see `pipeline_options`).
+    options: the Beam pipeline options, from `beam_options.pipeline_options`.
 
   Returns:
     The stats, also written as JSON to `pipeline.stats_path(output_files[0])`, with the runner,
     Beam's counters and the workers' peak memory.
 
   Raises:
-    ValueError: a bad option, the corpus empty or not text, naming it.
+    ValueError: the corpus empty or not text, naming it.
   """
-  options = pipeline_options(beam_args)
   if all("://" not in p for p in output_files):
     pipeline.check_no_other_shards(output_files)
     pipeline.remove_leftovers(output_files)
-  scratch = pipeline.scratch_dir(output_files[0], f"beam-{uuid.uuid4().hex[:12]}")
+  # The scratch directory and the shards' temporary names: leftovers of a killed job go with
+  # the next job's remove_leftovers, as the local path's.
+  job = f"beam-{uuid.uuid4().hex[:12]}"
+  scratch, suffix = pipeline.scratch_dir(output_files[0], job), f".tmp-{job}"
   tf.io.gfile.makedirs(scratch)
   start = time.monotonic()
   try:
     p = beam.Pipeline(options=options)
-    _build(p, input_files, output_files, tokenizer, config, chunk_chars, scratch)
+    _build(p, input_files, output_files, tokenizer, config, chunk_chars, scratch, suffix)
     try:
       result = p.run()
       result.wait_until_finish()
@@ -398,15 +360,21 @@ def create_pretraining_data(input_files: list[str],
       raise user_error from None
     with tf.io.gfile.GFile(f"{scratch}/stats.json") as f:
       stats = json.load(f)
+    # All or none, as the local path: no shard under its name before every one is complete.
+    for path in output_files:
+      tf.io.gfile.rename(path + suffix, path, overwrite=True)
   finally:
+    for path in output_files:
+      if tf.io.gfile.exists(path + suffix):
+        tf.io.gfile.remove(path + suffix)
     if tf.io.gfile.exists(scratch):
       tf.io.gfile.rmtree(scratch)
   seconds = time.monotonic() - start
-  runner = options.view_as(options_lib.StandardOptions).runner
   stats = {**stats, "seconds": seconds,
            "instances_per_second": stats["instances"] / max(seconds, 1e-9),
            "unk_rate": stats["unk_tokens"] / max(stats["tokens"], 1),
-           "num_workers": _num_workers(options), "runner": runner, **_counters(result),
+           "num_workers": beam_options.num_workers(options),
+           "runner": beam_options.runner(options), **_counters(result),
            "chunk_chars": chunk_chars, "config": config.to_dict(),
            "input_files": list(input_files)}
   pipeline.write_json(pipeline.stats_path(output_files[0]), stats)

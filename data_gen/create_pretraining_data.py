@@ -81,11 +81,18 @@ def main(argv):
     sys.exit("create_pretraining_data: error: --num_workers is for the local worker processes; "
              "with --runner, give the runner's options (--direct_num_workers=N, "
              "--num_workers=N on Dataflow)")
+  # pylint: disable=g-import-not-at-top  (see the note above the flags)
   try:
     config = _config()  # bad settings fail here, before TensorFlow loads
+    if FLAGS.runner:  # and bad Beam options
+      try:
+        from data_gen import beam_options
+      except ImportError as e:
+        raise ValueError(f"--runner needs Apache Beam: pip install -e '.[beam]' ({e})") \
+            from None
+      options = beam_options.pipeline_options([f"--runner={FLAGS.runner}", *beam_args])
   except ValueError as e:
     sys.exit(f"create_pretraining_data: error: {e}")
-  # pylint: disable=g-import-not-at-top  (see the note above the flags)
   from bert_tf import cli
   with cli.exit_on_user_error("create_pretraining_data"):
     from bert_tf import output_lock
@@ -98,14 +105,9 @@ def main(argv):
     tokenizer = FullTokenizer(FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
     with output_lock.lock_output_files(prefixes):
       if FLAGS.runner:
-        try:
-          from data_gen import beam_pipeline
-        except ImportError as e:
-          raise ValueError(f"--runner needs Apache Beam: pip install -e '.[beam]' ({e})") \
-              from None
-        stats = beam_pipeline.create_pretraining_data(
-            input_files, output_files, tokenizer, config,
-            [f"--runner={FLAGS.runner}", *beam_args])
+        from data_gen import beam_pipeline
+        stats = beam_pipeline.create_pretraining_data(input_files, output_files, tokenizer,
+                                                      config, options)
       else:
         stats = pipeline.create_pretraining_data(
             input_files, output_files, tokenizer, config,

@@ -1,0 +1,58 @@
+"""The Beam runner and pipeline options of `create_pretraining_data --runner=NAME`, checked
+before TensorFlow loads (as `config` checks the job's settings): a typo fails in seconds.
+
+`DirectRunner` runs as the FnApiRunner: the DirectRunner first tries Beam's Prism runner,
+which it downloads from the internet, and an offline machine stalls or fails there.
+"""
+import contextlib
+import io
+import logging
+
+from apache_beam.options import pipeline_options as options_lib
+from apache_beam.runners import runner as runner_lib
+
+# The DirectRunner's engine that needs nothing from the internet.
+OFFLINE_RUNNER = "FnApiRunner"
+
+
+def pipeline_options(beam_args: list[str]) -> options_lib.PipelineOptions:
+  """The Beam pipeline options `beam_args` (--runner=NAME among them) give.
+
+  Raises:
+    ValueError: an unknown option or runner, or a bad value, naming it.
+  """
+  options = options_lib.PipelineOptions(beam_args)
+  errors = io.StringIO()
+  try:
+    with contextlib.redirect_stderr(errors):  # argparse's usage text: one line is enough
+      known = options.get_all_options()
+      given = options.get_all_options(retain_unknown_options=True)
+  except SystemExit:
+    raise ValueError(errors.getvalue().strip().splitlines()[-1]) from None
+  unknown = sorted(set(given) - set(known))
+  if unknown:
+    raise ValueError(f"--{unknown[0]}: neither a flag of create_pretraining_data nor a Beam "
+                     "pipeline option")
+  standard = options.view_as(options_lib.StandardOptions)
+  if standard.runner.lower() in ("direct", "directrunner"):
+    logging.warning("--runner=%s: running on the %s (the DirectRunner would first download "
+                    "Beam's Prism runner from the internet); --runner=PrismRunner for Prism",
+                    standard.runner, OFFLINE_RUNNER)
+    standard.runner = OFFLINE_RUNNER
+  try:
+    runner_lib.create_runner(standard.runner)
+  except (ImportError, ValueError) as e:  # not installed (Dataflow: apache-beam[gcp]); unknown
+    raise ValueError(f"--runner={standard.runner}: {e}") from None
+  return options
+
+
+def runner(options: options_lib.PipelineOptions) -> str:
+  return options.view_as(options_lib.StandardOptions).runner
+
+
+def num_workers(options: options_lib.PipelineOptions) -> int | None:
+  """The workers the options ask for: --direct_num_workers on the FnApiRunner, else
+  --num_workers (Dataflow); None: the runner's choice."""
+  if runner(options).lower().startswith("fnapi"):
+    return options.view_as(options_lib.DirectOptions).direct_num_workers or 1
+  return options.view_as(options_lib.WorkerOptions).num_workers

