@@ -312,6 +312,34 @@ def test_entities_are_the_python_pipelines(model, serving, serve):
   _check_offsets(out, texts)
 
 
+def test_sentence_tags_are_the_tasks(model, tokenizer, serve):
+  """Sentences that fit a window, their words joined by spaces: the task's own predictions
+  (ner.py's features without document context, the model, its post-processing) are the
+  signature's tags, and seqeval's entities of them its entities."""
+  from bert_tf.tasks.ner import NerConfig, NerTask, Sentence  # pylint: disable=import-outside-toplevel
+  basic = reference_tokenization.BasicTokenizer(do_lower_case=False).tokenize
+  texts = ["EU rejects German call to boycott British lamb.", "Peter Blackburn of BRUSSELS",
+           "Germany's advice to consumers", "\"We don't support it,\" he said.", "Ann",
+           "Nikolaus van der Pas told a news briefing in Brussels."]
+  examples = [Sentence(basic(t), ["O"] * len(basic(t)), document=0, line=1) for t in texts]
+  task = NerTask(NerConfig(labels=LABELS, max_seq_length=16, document_context=False))
+  features = task.convert_examples(examples, tokenizer, is_training=False)
+  assert len(features) == len(texts)  # One window each, as the signature's.
+  inputs = {name: np.array([r[field] for r in features.records], np.int32) for name, field in
+            (("input_word_ids", "input_ids"), ("input_mask", "input_mask"),
+             ("input_type_ids", "segment_ids"))}
+  outputs = {k: v.numpy() for k, v in task.predict_outputs(
+      None, model(inputs, training=False)).items()}
+  predictions = task.postprocess(examples, features, outputs)
+  out = _run(serve, [" ".join(e.words) for e in examples])
+  for i, tags in enumerate(predictions):
+    assert out["tags"][i][:len(tags)].tolist() == tags
+    assert [(t, out["entity_text"][i][j]) for j, t in enumerate(
+        out["entity_type"][i][:out["num_entities"][i]])] == [
+            (t, " ".join(examples[i].words[a:b + 1])) for t, a, b in get_entities(tags)]
+  assert out["num_entities"].sum() > 5
+
+
 # Runs in a fresh interpreter that may import tensorflow and tensorflow_text only.
 FRESH_PROCESS = textwrap.dedent("""
     import base64, json, sys
