@@ -118,17 +118,23 @@ def _original_json_line(unique_id, tokens, layer_indexes, layer_outputs):
 
 
 def test_rounding_is_the_originals_on_hard_values():
-  """Halves at the 7th decimal, tiny and large values, negative zero: the same text as
-  round(float(x), 6) for every float32."""
+  """Halves at the 7th decimal, values of every magnitude (exponent form below 1e-4), -0.0,
+  unicode and quoted tokens: the same text as the original's round(float(x), 6) and
+  json.dumps; values past 1000 and non-finite ones too (Python formats those)."""
   rng = np.random.default_rng(0)
-  values = np.concatenate([
-      rng.normal(size=3000), rng.normal(scale=1e-5, size=1000), rng.normal(scale=30, size=500),
-      (np.arange(-500, 500) + 0.5) / 1e6, [0.0, -0.0, 5e-7, -5e-7, 1.5e-6, 2.5e-6, 1e-4,
-                                           9.99999e-5, 123.4567895, 0.1234565]]).astype(np.float32)
-  values = values.reshape(-1, 1, 5)
-  tokens = [f"t{i}" for i in range(len(values))]
-  assert fe.json_line(3, tokens, [-1], values) == _original_json_line(
-      3, tokens, [-1], [values[:, 0]])
+  values = np.concatenate(
+      [rng.normal(size=2000) * 10.0 ** rng.uniform(-7, 2.9, size=2000),
+       (np.arange(-500, 500) + 0.5) / 1e6,
+       [0.0, -0.0, 5e-7, -5e-7, 1.5e-6, 2.5e-6, 1e-4, -9.99999e-5, 99.5e-6, 123.4567895,
+        0.1234565, 999.9994, -1.0, 12.0]]).astype(np.float32)
+  values = values[:len(values) // 12 * 12].reshape(-1, 3, 4)
+  tokens = [f"t{i}" for i in range(len(values) - 3)] + ["naïve", "東", '"q"\\']
+  layers = [-1, 0, 5]
+  original = _original_json_line(3, tokens, layers, [values[:, j] for j in range(3)])
+  assert fe.json_line(3, tokens, layers, values) == original
+  values[1, 2, 3], values[2, 0, 0] = 1234.5, np.inf
+  original = _original_json_line(3, tokens, layers, [values[:, j] for j in range(3)])
+  assert fe.json_line(3, tokens, layers, values) == original
 
 
 def test_jsonl_is_the_originals_layout_and_npz_tfrecord_hold_the_same(input_file, tmp_path,
