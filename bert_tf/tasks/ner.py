@@ -175,6 +175,8 @@ def _entity_starts(sentences: list[Sentence]) -> tuple[tuple | None, tuple | Non
 def check_scheme(path: str, sentences: list[Sentence], scheme: str) -> str:
   """The file's tagging scheme: `scheme` ("iob1" | "iob2") when its tags follow it, detected
   for "auto" (IOB2 when nothing tells); DataError naming the line that contradicts it."""
+  if scheme not in ("auto", *SCHEMES):
+    raise ValueError(f"--scheme={scheme}: must be auto, iob1 or iob2")
   i_start, b_start = _entity_starts(sentences)
   if scheme == "auto":
     if i_start and b_start:
@@ -188,8 +190,6 @@ def check_scheme(path: str, sentences: list[Sentence], scheme: str) -> str:
   if scheme == "iob2" and i_start:
     raise DataError(f"{path}:{i_start[0]}: {i_start[1]} starts an entity, which IOB2 forbids "
                     "(every entity starts with B-): an IOB1 file? (--scheme=iob1)")
-  if scheme not in SCHEMES:
-    raise ValueError(f"--scheme={scheme}: must be auto, iob1 or iob2")
   return scheme
 
 
