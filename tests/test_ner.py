@@ -111,8 +111,9 @@ def test_scheme_detected_or_checked(tmp_path):
 
 @pytest.mark.parametrize("text,error", [
     ("EU NNP B-NP B-ORG\nrejects VBZ O\n", r"bad\.txt:2: 3 columns; the file's lines are 4 "
-                                           r"space-separated columns"),
-    ("EU\tB-ORG\nrejects VBZ O\n", r"bad\.txt:2: 1 columns; the file's lines are `word<TAB>tag`"),
+                                           r"space-separated columns, as line 1"),
+    ("EU\tB-ORG\nrejects VBZ O\n", r"bad\.txt:2: 1 columns; the file's lines are "
+                                    r"`word<TAB>tag`, as line 1"),
     ("EU\n", r"bad\.txt:1: 1 column"),
     ("EU B_ORG\n", r"bad\.txt:1: tag 'B_ORG' is not O, B-<type> or I-<type>"),
     ("\n\n \tO\n", r"bad\.txt:3: an empty word"),

@@ -109,13 +109,16 @@ def _layout(path: str, line_number: int, line: str) -> int:
   return columns
 
 
-def _word_and_tag(path: str, line_number: int, line: str, columns: int) -> tuple[str, str]:
+def _word_and_tag(path: str, line_number: int, line: str, columns: int,
+                  first_line: int) -> tuple[str, str]:
+  """A line's word (its first column) and tag (its last), checked against the layout that the
+  file's first line (`first_line`) set."""
   fields = line.split("\t") if columns == 0 else line.split()
   expected = 2 if columns == 0 else columns
   if len(fields) != expected:
     layout = "`word<TAB>tag`" if columns == 0 else f"{columns} space-separated columns"
     raise DataError(f"{path}:{line_number}: {len(fields)} columns; the file's lines are "
-                    f"{layout}, as its first")
+                    f"{layout}, as line {first_line}")
   word, tag = fields[0].strip(), fields[-1].strip()
   if not word:
     raise DataError(f"{path}:{line_number}: an empty word")
@@ -134,7 +137,7 @@ def read_conll(path: str) -> list[Sentence]:
   except UnicodeDecodeError as e:
     raise DataError(f"{path}: not UTF-8 ({e.reason} at byte {e.start})") from None
   sentences, words, tags = [], [], []
-  columns, document, doc_start = None, 0, False
+  columns, first_line, document, doc_start = None, 0, 0, False
   for number, line in enumerate(lines + [""], start=1):
     line = line.rstrip("\r")
     if line.split()[:1] == [DOCSTART] or not line.strip():
@@ -146,8 +149,8 @@ def read_conll(path: str) -> list[Sentence]:
         doc_start = True
       continue
     if columns is None:
-      columns = _layout(path, number, line)
-    word, tag = _word_and_tag(path, number, line, columns)
+      columns, first_line = _layout(path, number, line), number
+    word, tag = _word_and_tag(path, number, line, columns, first_line)
     words.append(word)
     tags.append(tag)
   return sentences
