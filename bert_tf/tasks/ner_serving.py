@@ -19,7 +19,7 @@ The steps, on each text of the batch:
   1. Words are the reference BasicTokenizer's (the tokenizer's `split_words`): the text is split
      at whitespace and around punctuation and CJK characters into tokens with their offsets;
      each token is normalised and split into words as the tokenizer does (a token may hold
-     several words, as "x\u1fefy" does once NFD turns U+1FEF into "`"; or none, when all its
+     several words, as x U+1FEF y does once NFD turns U+1FEF into "`"; or none, when all its
      characters are deleted, as U+200B). Each word is tokenized into wordpieces by the
      tokenizer's own graph, so the ids are the training features' ids.
   2. A word's characters are its own where its token's normalised words have as many characters
@@ -38,9 +38,16 @@ The steps, on each text of the batch:
      IOB1 at I- with B- only between two adjacent entities of a type; so the config's scheme
      needs no branch here.
 
+Against the task's own predictions (ner.py): a sentence that fits one window, its words joined
+by spaces, gets the tags the task predicts for it without document context. Elsewhere the two
+differ by design: the task gives a sentence its document's neighbouring sentences, balanced
+left and right; the signature knows no sentences and gives each piece its most central window.
+And a CoNLL word that the tokenizer splits ("U.S.", "1996-08-22") is one word with one tag to
+the task, several words here, each tagged.
+
 Bad input still answers: an empty text or one of only whitespace or deleted characters (no
-words, no entities), invalid UTF-8, a text of any length (100 kB of English is ~25k pieces, 400
-windows of 128 at a half-window stride). Memory is bounded by `windows_per_call` windows for the
+words, no entities), invalid UTF-8, a text of any length (100 kB of English news is ~17k words,
+~18k pieces, 285 windows of 128). Memory is bounded by `windows_per_call` windows for the
 model; the rest grows linearly with the batch's text, and so does the time.
 """
 import numpy as np
@@ -58,7 +65,7 @@ NO_OFFSET = -1
 OUTSIDE, BEGIN, INSIDE = 0, 1, 2
 
 
-def tag_kinds(labels: list[str]) -> tuple[np.ndarray, np.ndarray, list[str]]:
+def _tag_kinds(labels: list[str]) -> tuple[np.ndarray, np.ndarray, list[str]]:
   """The labels' kinds and types, as the graph decodes them.
 
   Returns:
@@ -151,7 +158,7 @@ class NerServing(tf.Module):
     self.stride = max(self.window_length // 2, 1)
     self.windows_per_call = windows_per_call
     self.labels = list(config.labels)
-    self.kinds, self.types, self.type_names = tag_kinds(self.labels)
+    self.kinds, self.types, self.type_names = _tag_kinds(self.labels)
     classes = tokenization._char_classes()  # pylint: disable=protected-access
     self.split_pattern = f"[ {classes['space'][1:-1]}]|{classes['cjk_or_punctuation']}"
     self.keep_pattern = classes["cjk_or_punctuation"]
