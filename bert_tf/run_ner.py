@@ -16,6 +16,12 @@ output_dir receives eval_results.txt (dev: precision, recall, f1, accuracy, and 
 type, in percent, as conlleval's), predictions.txt (test: `word gold predicted`, which the
 standard conlleval script scores to the same numbers) and conlleval_results.txt (its report);
 see `bert_tf.tasks.ner` for the features and `bert_tf.tasks.runner` for the rest.
+
+--feature_based=NAME is the paper's feature-based approach (its Table 7): no weight of BERT is
+updated; the hidden states of the layers NAME says (embeddings, second_to_last, last,
+sum_last_four, concat_last_four or sum_all: weighted sums are ELMo's scalar mix) feed a fresh
+2-layer BiLSTM of --lstm_units a direction and a classifier. A fresh head wants a larger
+learning rate than fine-tuning's, e.g. --learning_rate=1e-3. The export serves it the same way.
 """
 from absl import flags
 
@@ -32,6 +38,11 @@ flags.DEFINE_enum("scheme", "auto", ["auto", *ner.SCHEMES], "The tagging scheme 
 flags.DEFINE_bool("document_context", True, "Encode each sentence with as much of its "
                   "document's neighbouring sentences as fit in max_seq_length (the paper's "
                   "maximal document context); --nodocument_context: each sentence alone.")
+flags.DEFINE_string("feature_based", "", "The paper's feature-based approach (its Table 7): the "
+                    "encoder frozen, the hidden states of " + ", ".join(ner.FEATURE_BASED) +
+                    " into a fresh 2-layer BiLSTM and a classifier; empty: fine-tune BERT.")
+flags.DEFINE_integer("lstm_units", 768, "With --feature_based: each direction's units of the "
+                     "BiLSTM (the paper's 768).", lower_bound=1)
 cli.define_fine_tuning_flags(max_seq_length=128)
 
 
@@ -39,7 +50,8 @@ def main() -> dict:
   args = cli.args_from_flags(runner.RunArgs, learning_rates=cli.learning_rates())
   strategy = cli.strategy_from_flags()
   task = ner.NerTask.from_data(FLAGS.data_dir, FLAGS.max_seq_length, FLAGS.do_lower_case,
-                               FLAGS.scheme, FLAGS.document_context)
+                               FLAGS.scheme, FLAGS.document_context, FLAGS.feature_based,
+                               FLAGS.lstm_units)
   return runner.run(task, args, strategy)
 
 

@@ -13,7 +13,11 @@
                than the window is split into runs of whole words, one feature each, so every
                word is labelled, and predicted, exactly once
   model        the Model Garden's BertTokenClassifier: sequence output -> dropout -> dense ->
-               {"logits": [batch, seq, num_labels]}; no CRF
+               {"logits": [batch, seq, num_labels]}; no CRF. Feature-based (the paper's
+               Table 7, `feature_based`): the encoder frozen (no weight of it updated, dropout
+               off), the hidden states of chosen layers (FEATURE_BASED) combined -> a fresh
+               2-layer BiLSTM (lstm_units each way, masked by input_mask) -> dropout -> dense;
+               the same inputs and {"logits"} output, so serving is unchanged
   loss         mean softmax cross-entropy over the labelled positions, in float32
   predictions  a word's tag: the argmax of the logits at its first piece
   metrics      conlleval's (seqeval's default mode is its port): entity precision, recall and
@@ -41,6 +45,7 @@ import tensorflow as tf
 import tf_keras
 
 from bert_tf.configs import BertConfig
+from bert_tf.feature_extraction import FeatureExtractor
 from bert_tf.modeling.encoder import build_encoder, initializer
 from bert_tf.tasks.task import DataError, Features, FineTuningTask, TaskConfig, write_text
 from bert_tf.tokenization import FullTokenizer
@@ -52,6 +57,16 @@ DOCSTART = "-DOCSTART-"
 IGNORED = -1  # The label id of the positions the loss and the predictions skip.
 FILES = {"train": "train.txt", "dev": "dev.txt", "test": "test.txt"}
 TAG = re.compile(r"O|[BI]-.+")
+# The paper's Table 7 rows: name -> (the layers, as feature_extraction counts them: 0 the
+# embeddings, -1 the last; None for all), and how they are combined ("sum": ELMo's scalar mix).
+FEATURE_BASED = {
+    "embeddings": ((0,), "one"),
+    "second_to_last": ((-2,), "one"),
+    "last": ((-1,), "one"),
+    "sum_last_four": ((-4, -3, -2, -1), "sum"),
+    "concat_last_four": ((-4, -3, -2, -1), "concat"),
+    "sum_all": (None, "sum"),
+}
 # Warm-up requests when no dev data is at hand: a sentence, a short document, an empty text.
 SAMPLE_TEXTS = ("EU rejects German call to boycott British lamb.",
                 "Peter Blackburn, BRUSSELS 1996-08-22. The European Commission said on Thursday "
@@ -68,10 +83,17 @@ class NerConfig(TaskConfig):
   labels: list[str] = dataclasses.field(default_factory=list)
   scheme: str = "iob2"
   document_context: bool = True
+  feature_based: str = ""  # "": fine-tuning; else a FEATURE_BASED name.
+  lstm_units: int = 768  # Each direction's, feature-based only (the paper's 768).
 
   def __post_init__(self):
     if self.scheme not in SCHEMES:
       raise ValueError(f"scheme {self.scheme!r}: must be one of {', '.join(SCHEMES)}")
+    if self.feature_based and self.feature_based not in FEATURE_BASED:
+      raise ValueError(f"--feature_based={self.feature_based}: must be one of "
+                       f"{', '.join(FEATURE_BASED)} (or empty: fine-tuning)")
+    if self.lstm_units < 1:
+      raise ValueError(f"--lstm_units={self.lstm_units}: must be positive")
     if self.max_seq_length < 3:
       raise ValueError(f"--max_seq_length={self.max_seq_length}: [CLS] and [SEP] leave no room")
 
@@ -247,6 +269,114 @@ def _context(start: int, end: int, size: int, room: int) -> tuple[int, int]:
   return start - left, end + right
 
 
+# The feature-based model.
+def feature_layers(name: str, num_layers: int) -> tuple[int, ...]:
+  """The layers (0 = embeddings, -1 = the last) that FEATURE_BASED[name] reads from an encoder
+  of num_layers Transformer layers; ValueError naming the flag if it has too few."""
+  layers, _ = FEATURE_BASED[name]
+  if layers is None:
+    return tuple(range(num_layers + 1))
+  needed = max(-layer for layer in layers)
+  if needed > num_layers:
+    raise ValueError(f"--feature_based={name}: needs {needed} Transformer layers; the model "
+                     f"has {num_layers}")
+  return layers
+
+
+@tf_keras.utils.register_keras_serializable(package="bert_tf")
+class ScalarMix(tf_keras.layers.Layer):
+  """ELMo's scalar mix: gamma * sum_j softmax(s)_j h_j of N same-shaped tensors h_j, with
+  learned scalars s (from 0: the mean at first) and gamma (from 1)."""
+
+  def build(self, input_shape):
+    self.scalars = self.add_weight("scalars", [len(input_shape)], initializer="zeros")
+    self.gamma = self.add_weight("gamma", [], initializer="ones")
+    super().build(input_shape)
+
+  def call(self, states: list[tf.Tensor]) -> tf.Tensor:
+    """N [batch, seq, H] -> [batch, seq, H]."""
+    weights = tf.unstack(tf.cast(tf.nn.softmax(self.scalars), states[0].dtype))
+    return tf.cast(self.gamma, states[0].dtype) * tf.add_n(
+        [w * h for w, h in zip(weights, states)])
+
+
+@tf_keras.utils.register_keras_serializable(package="bert_tf")
+class FeatureBasedHead(tf_keras.layers.Layer):
+  """Frozen features -> logits: the layers combined ("one": the only one; "concat": along
+  features; "sum": ScalarMix), a 2-layer BiLSTM over the sequence (padding masked), dropout,
+  and a dense classifier per token. Built on the first call."""
+
+  def __init__(self, combination: str, num_labels: int, lstm_units: int, dropout_rate: float,
+               kernel_initializer, **kwargs):
+    super().__init__(**kwargs)
+    self.combination = combination
+    self.mix = ScalarMix(name="scalar_mix") if combination == "sum" else None
+    self.lstms = [tf_keras.layers.Bidirectional(
+        tf_keras.layers.LSTM(lstm_units, return_sequences=True), name=f"bilstm_{i}")
+                  for i in range(2)]
+    self.dropout = tf_keras.layers.Dropout(dropout_rate)
+    self.classifier = tf_keras.layers.Dense(num_labels, kernel_initializer=kernel_initializer,
+                                            name="logits")
+    self._config = dict(combination=combination, num_labels=num_labels, lstm_units=lstm_units,
+                        dropout_rate=dropout_rate,
+                        kernel_initializer=tf_keras.initializers.serialize(kernel_initializer))
+
+  def call(self, states: list[tf.Tensor], input_mask: tf.Tensor, training=None) -> tf.Tensor:
+    """N float [batch, seq, H] (one per layer), input_mask [batch, seq] ->
+    logits [batch, seq, num_labels]."""
+    states = [tf.cast(h, self.compute_dtype) for h in states]
+    if self.combination == "concat":
+      x = tf.concat(states, axis=-1)
+    elif self.mix is not None:
+      x = self.mix(states)
+    else:
+      [x] = states
+    mask = tf.cast(input_mask, tf.bool)
+    for lstm in self.lstms:
+      x = lstm(x, mask=mask, training=training)
+    return self.classifier(self.dropout(x, training=training))
+
+  def get_config(self) -> dict:
+    return dict(super().get_config(), **self._config)
+
+
+class FeatureBasedTagger(tf_keras.Model):
+  """The paper's feature-based NER: a frozen encoder's hidden states of chosen layers into a
+  FeatureBasedHead. {input_word_ids, input_mask, input_type_ids} int [batch, seq] ->
+  {"logits": float [batch, seq, num_labels]}, as BertTokenClassifier's.
+
+  The encoder is non-trainable (its weights are not among trainable_variables, so the
+  training loop neither computes nor applies gradients for them) and runs with dropout off;
+  `checkpoint_items["encoder"]` is where --init_checkpoint loads."""
+
+  def __init__(self, encoder: tf_keras.Model, layers: tuple[int, ...],
+               head: FeatureBasedHead, **kwargs):
+    super().__init__(**kwargs)
+    self.encoder = encoder
+    self.encoder.trainable = False
+    self.layer_indices = tuple(layers)
+    # Not tracked (a plain object): its model is the encoder's own layers.
+    self.extractor = FeatureExtractor(encoder, layers)
+    self.head = head
+
+  @property
+  def checkpoint_items(self) -> dict:
+    return {"encoder": self.encoder}
+
+  def get_config(self) -> dict:
+    """For the SavedModel's Keras metadata; the model is rebuilt by `build_model`, not from it."""
+    return {"layers": list(self.layer_indices), "name": self.name}
+
+  def hidden_states(self, inputs: dict) -> list[tf.Tensor]:
+    """The frozen features: per layer of `layer_indices`, float32 [batch, seq, H]."""
+    ids = [tf.cast(inputs[name], tf.int32) for name in INPUT_NAMES]
+    return [tf.stop_gradient(h) for h in self.extractor.hidden_states(*ids)]
+
+  def call(self, inputs: dict, training=None) -> dict:
+    return {"logits": self.head(self.hidden_states(inputs), inputs["input_mask"],
+                                training=training)}
+
+
 class NerTask(FineTuningTask):
   """CoNLL-2003-style NER from data_dir's train.txt, dev.txt and test.txt."""
   config_class = NerConfig
@@ -259,14 +389,17 @@ class NerTask(FineTuningTask):
 
   @classmethod
   def from_data(cls, data_dir: str, max_seq_length: int = 128, do_lower_case: bool = True,
-                scheme: str = "auto", document_context: bool = True) -> "NerTask":
+                scheme: str = "auto", document_context: bool = True, feature_based: str = "",
+                lstm_units: int = 768) -> "NerTask":
     """The task with its labels (and, for scheme "auto", its scheme) from train.txt."""
+    NerConfig(feature_based=feature_based, lstm_units=lstm_units)  # Flags before the data.
     path = os.path.join(data_dir, FILES["train"])
     train = read_conll(path)
     if not train:
       raise DataError(f"{path}: no sentences (the label set is the training file's tags)")
     config = NerConfig(max_seq_length, do_lower_case, label_list(train),
-                       check_scheme(path, train, scheme), document_context)
+                       check_scheme(path, train, scheme), document_context, feature_based,
+                       lstm_units)
     task = cls(config, data_dir)
     task._examples["train"] = train  # pylint: disable=protected-access
     return task
@@ -361,14 +494,23 @@ class NerTask(FineTuningTask):
 
   # Model and loss.
   def build_model(self, bert_config: BertConfig) -> tf_keras.Model:
-    """BertTokenClassifier: {input_word_ids, input_mask, input_type_ids} int32 [batch, seq] ->
-    {"logits": [batch, seq, num_labels]}; dropout of the encoder's hidden_dropout_prob before
-    the output layer, drawn as the encoder's weights; the encoder is
-    checkpoint_items["encoder"]."""
-    model = models.BertTokenClassifier(
-        build_encoder(bert_config), len(self.config.labels),
-        initializer=initializer(bert_config), dropout_rate=bert_config.hidden_dropout_prob,
-        name="bert_token_classifier")
+    """BertTokenClassifier, or with `feature_based` a FeatureBasedTagger: {input_word_ids,
+    input_mask, input_type_ids} int32 [batch, seq] -> {"logits": [batch, seq, num_labels]};
+    dropout of the encoder's hidden_dropout_prob before the output layer, drawn as the
+    encoder's weights; the encoder is checkpoint_items["encoder"]."""
+    config = self.config
+    if config.feature_based:
+      layers = feature_layers(config.feature_based, bert_config.num_hidden_layers)
+      head = FeatureBasedHead(FEATURE_BASED[config.feature_based][1], len(config.labels),
+                              config.lstm_units, bert_config.hidden_dropout_prob,
+                              initializer(bert_config), name="feature_based_head")
+      model = FeatureBasedTagger(build_encoder(bert_config), layers, head,
+                                 name="feature_based_tagger")
+    else:
+      model = models.BertTokenClassifier(
+          build_encoder(bert_config), len(config.labels),
+          initializer=initializer(bert_config), dropout_rate=bert_config.hidden_dropout_prob,
+          name="bert_token_classifier")
     dummy = tf.zeros([1, 2], tf.int32)
     model({name: dummy for name in INPUT_NAMES})
     return model
