@@ -297,11 +297,12 @@ _STEP = re.compile(r" \[while running '[^']*'\]$")
 
 
 def _user_error(error: Exception) -> ValueError | None:
-  """The user's error (a file not text, the corpus empty, a disk full...) in the error a
-  failed pipeline raises: itself, with the step Beam appended, when the step ran in this
-  process; else found in a worker's traceback (text); None for anything else (a bug)."""
-  if isinstance(error, (ValueError, OSError, tf.errors.OpError)):
-    return ValueError(_STEP.sub("", str(error)))
+  """The user's error (a file not text, the corpus empty, a disk full, the runner's options or
+  extra missing...) in the error a failed pipeline raises: itself, on one line, without the
+  step Beam appends, when it was raised in this process; else found in a worker's traceback
+  (text); None for anything else (a bug)."""
+  if isinstance(error, (ValueError, OSError, ImportError, tf.errors.OpError)):
+    return ValueError(re.sub(r"\s*\n\s*", " ", _STEP.sub("", str(error)).strip()))
   found = _USER_ERROR.findall(str(error))
   return ValueError(found[-1]) if found else None
 
@@ -348,9 +349,9 @@ def create_pretraining_data(input_files: list[str],
   tf.io.gfile.makedirs(scratch)
   start = time.monotonic()
   try:
-    p = beam.Pipeline(options=options)
-    _build(p, input_files, output_files, tokenizer, config, chunk_chars, scratch, suffix)
     try:
+      p = beam.Pipeline(options=options)  # (the runner checks its options here)
+      _build(p, input_files, output_files, tokenizer, config, chunk_chars, scratch, suffix)
       result = p.run()
       result.wait_until_finish()
     except Exception as e:  # pylint: disable=broad-except  (re-raised unless a user's error)
