@@ -7,6 +7,7 @@ which it downloads from the internet, and an offline machine stalls or fails the
 import contextlib
 import io
 import logging
+import os
 
 from apache_beam.options import pipeline_options as options_lib
 from apache_beam.runners import runner as runner_lib
@@ -54,5 +55,6 @@ def num_workers(options: options_lib.PipelineOptions) -> int | None:
   """The workers the options ask for: --direct_num_workers on the FnApiRunner, else
   --num_workers (Dataflow); None: the runner's choice."""
   if runner(options).lower().startswith("fnapi"):
-    return options.view_as(options_lib.DirectOptions).direct_num_workers or 1
+    workers = options.view_as(options_lib.DirectOptions).direct_num_workers
+    return os.cpu_count() if workers == 0 else workers or 1  # 0: Beam's "all cores"
   return options.view_as(options_lib.WorkerOptions).num_workers
