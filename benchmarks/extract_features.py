@@ -5,7 +5,7 @@ r"""extract_features' rate against the encoder's own forward pass on the same ba
 
 Sentences from the embedded corpus (data_gen.sample_corpus; every fourth line a pair with the
 next sentence), the installed MiniLM weights by default. Timed, after an untimed warm-up of
-each (the one trace):
+each on one batch (the one trace):
   encoder   the encoder as built (all layers and the pooler, one tf.function) on the batches
             extraction makes (`feature_extraction.sorted_batches` of each chunk), its
             sequence_output fetched to numpy: the bound
@@ -74,11 +74,14 @@ def main(argv):
   config, encoder = checkpoints.load_encoder(FLAGS.model)
   extractor = fe.FeatureExtractor(encoder, layers)
 
-  @tf.function(autograph=False)
+  # Traced once for any shape, as FeatureExtractor.hidden_states.
+  @tf.function(autograph=False, input_signature=[{
+      name: tf.TensorSpec([None, None], tf.int32)
+      for name in ("input_word_ids", "input_mask", "input_type_ids")}])
   def forward(inputs):
     return encoder(inputs, training=False)["sequence_output"]
 
-  def run_encoder():
+  def run_encoder(features=features):
     for part in fe.chunks(features, FLAGS.batch_size):
       for _, inputs in fe.sorted_batches(part, FLAGS.batch_size):
         forward(inputs).numpy()
@@ -86,10 +89,10 @@ def main(argv):
   runs = {"encoder": run_encoder}
   for output_format in FLAGS.formats:
     path = os.path.join(folder, f"out.{output_format}")
-    runs[output_format] = (lambda fmt=output_format, p=path: fe.write_features(
-        extractor, features, fmt, p, FLAGS.batch_size))
+    runs[output_format] = (lambda features=features, fmt=output_format, p=path:
+                           fe.write_features(extractor, features, fmt, p, FLAGS.batch_size))
   for run in runs.values():
-    run()  # Warm-up: the traces.
+    run(features[:FLAGS.batch_size])  # Warm-up: the one trace (any shape), on one batch.
   best = {name: float("inf") for name in runs}
   for _ in range(FLAGS.repeats):
     for name, run in runs.items():

@@ -7,8 +7,9 @@ hidden states of chosen layers for a frozen-encoder model (the paper's feature-b
 input_file holds one example a line, `text_a` or `text_a ||| text_b` (the original's format);
 its features are the original's ([CLS] a [SEP] (b [SEP]), the pair truncated from the longer
 text). Layers: 0 is the embedding output, 1..L the Transformer layers, and negatives count
-from the last (-1 = L), which is Hugging Face's `hidden_states` indexing; the original's
-"-1,-2,-3,-4" means the same four layers.
+from the last (-1 = L), which is Hugging Face's `hidden_states` indexing. The original's
+"-1,-2,-3,-4" means the same four layers; its positive indices were one less (its 0 was the
+first Transformer layer, and it had no embedding output).
 
 Pooling picks each example's rows:
   none         every token, [CLS] and [SEP] included (the original's)

@@ -201,8 +201,8 @@ def test_pooling_modes(extractor, tokenizer, tmp_path):
   """cls: [CLS]'s row; mean: the mean over the tokens; first_piece: a row per word, the
   word's first piece's, the word as the reference's BasicTokenizer gives it."""
   path = tmp_path / "input.txt"
-  path.write_text("Zoë Saldaña's quokka ate biscuits!\nIs this Jacksonville? ||| No, it is not.\n",
-                  encoding="utf-8")
+  path.write_text("Zoë Saldaña's quokka ate biscuits!\n"
+                  "Is this Jacksonville? ||| No, it is not.\n", encoding="utf-8")
   examples = fe.read_examples(str(path))
   every = fe.convert_examples(examples, tokenizer, 32)
   tokens = tokenizer.convert_ids_to_tokens(every[0].input_ids[:every[0].length])
