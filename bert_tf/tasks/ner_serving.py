@@ -42,8 +42,10 @@ Against the task's own predictions (ner.py): a sentence that fits one window, it
 by spaces, gets the tags the task predicts for it without document context. Elsewhere the two
 differ by design: the task gives a sentence its document's neighbouring sentences, balanced
 left and right; the signature knows no sentences and gives each piece its most central window.
-And a CoNLL word that the tokenizer splits ("U.S.", "1996-08-22") is one word with one tag to
-the task, several words here, each tagged.
+And a CoNLL word that the tokenizer splits ("U.S.", "1996-08-22", "'s") is one word with one
+tag to the task, several words here, each tagged: the words after its first carried no label in
+training, so their tags are the model's guess ("U.S." may come out as two entities, "U" and
+"S"), as they are in transformers' token-classification pipeline, which splits words likewise.
 
 Bad input still answers: an empty text or one of only whitespace or deleted characters (no
 words, no entities), invalid UTF-8, a text of any length (100 kB of English news is ~17k words,
