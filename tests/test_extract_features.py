@@ -228,6 +228,8 @@ def test_pooling_modes(extractor, tokenizer, tmp_path):
       assert features[1].row_tokens == ["is", "this", "jacksonville", "?", "no", ",", "it",
                                         "is", "not", "."]
       assert features[1].positions.tolist() == [1, 2, 3, 4, 6, 7, 8, 9, 10, 11]
+  # Batches of several lengths, one trace.
+  assert extractor.hidden_states.experimental_get_tracing_count() == 1
 
 
 def test_first_piece_leaves_out_words_cut_off(tokenizer, tmp_path):
