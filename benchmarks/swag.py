@@ -14,8 +14,10 @@ gold-source, ending0..3, label).
   TF_CPP_MIN_LOG_LEVEL=2 PYTHONPATH=. .venv/bin/python benchmarks/swag.py \
       --output_dir=/tmp/bench_swag
 
-The recipe, sized for ~15 minutes on a 2-core CPU: max_seq_length 64, batch 16, 1 epoch, lr
-5e-5 with 10% warmup then linear decay, seed 12345. Prints one JSON line: the rows, steps,
+The recipe: max_seq_length 64, batch 16, 1 epoch (125 steps of 16 x 4 sequences), lr 5e-5
+with 10% warmup then linear decay, seed 12345. Measured: eval_accuracy 0.658 (eval_loss 0.911)
+on the 500 held-out rows; 1,738 s of training (32 min wall) on a 2-core CPU shared with other
+jobs (load average ~10), so expect far less on an idle one. Prints one JSON line: the rows, steps,
 training wall time (model build, checkpoint load and tracing included, as the runner reports
 it), training examples/s, and dev accuracy and loss (chance: 0.25).
 """

@@ -107,7 +107,8 @@ def test_generic_layout_takes_n_from_the_header(tmp_path):
             "q1\tThe sky is\tblue.\tloud.\tsalty.\t0\n"
             "q2\tFire is\tcold.\thot.\twet.\t1\n")
   with open(tmp_path / "test.tsv", "w") as f:
-    f.write("context\tending0\tending1\tending2\nIce is\tcold.\thot.\tloud.\n")
+    # A blank label in a test file reads as none.
+    f.write("context\tending0\tending1\tending2\tlabel\nIce is\tcold.\thot.\tloud.\t\n")
   task = mc.MultipleChoiceTask.from_data("generic", str(tmp_path), max_seq_length=16)
   assert (task.config.num_choices, task.splits("eval")) == (3, ["dev"])
   assert task.read_examples("train") == [
