@@ -321,16 +321,21 @@ class FeatureBasedHead(tf_keras.layers.Layer):
                         dropout_rate=dropout_rate,
                         kernel_initializer=tf_keras.initializers.serialize(kernel_initializer))
 
+  def combine(self, states: list[tf.Tensor]) -> tf.Tensor:
+    """N float [batch, seq, H] (one per layer) -> the BiLSTM's input: [batch, seq, N * H]
+    for "concat", else [batch, seq, H]."""
+    states = [tf.cast(h, self.compute_dtype) for h in states]
+    if self.combination == "concat":
+      return tf.concat(states, axis=-1)
+    if self.mix is not None:
+      return self.mix(states)
+    [state] = states
+    return state
+
   def call(self, states: list[tf.Tensor], input_mask: tf.Tensor, training=None) -> tf.Tensor:
     """N float [batch, seq, H] (one per layer), input_mask [batch, seq] ->
     logits [batch, seq, num_labels]."""
-    states = [tf.cast(h, self.compute_dtype) for h in states]
-    if self.combination == "concat":
-      x = tf.concat(states, axis=-1)
-    elif self.mix is not None:
-      x = self.mix(states)
-    else:
-      [x] = states
+    x = self.combine(states)
     mask = tf.cast(input_mask, tf.bool)
     for lstm in self.lstms:
       x = lstm(x, mask=mask, training=training)
