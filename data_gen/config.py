@@ -13,6 +13,10 @@ class PretrainingDataConfig:
   mask_token_prob and random_token_prob split the chosen positions (the paper's Table 8
   ablation): that share becomes [MASK], that share a random vocabulary token, the rest stay
   unchanged. The defaults are the paper's 80/10/10.
+
+  dynamic_masking: write the pairs unmasked (`tfrecords.schema.unmasked_pretraining_features`),
+  for run_pretraining --dynamic_masking to mask as it reads them; the masking fields then
+  belong to that run, not to this job.
   """
   max_seq_length: int = 128
   max_predictions_per_seq: int = 20
@@ -23,6 +27,7 @@ class PretrainingDataConfig:
   do_whole_word_mask: bool = False
   mask_token_prob: float = 0.8
   random_token_prob: float = 0.1
+  dynamic_masking: bool = False
 
   def __post_init__(self):
     """Raises ValueError naming the offending flag."""

@@ -1,8 +1,9 @@
 """Raw text -> masked LM / next sentence TFRecords: google-research/bert's script, on all cores.
 
 Same flags, defaults and record format as google-research/bert's create_pretraining_data.py,
-plus --num_workers, --num_output_shards and the masking split (--mask_token_prob,
---random_token_prob). Streaming and deterministic; see data_gen/pipeline.py. Writes a stats
+plus --num_workers, --num_output_shards, the masking split (--mask_token_prob,
+--random_token_prob) and --dynamic_masking (unmasked pairs, masked by run_pretraining
+--dynamic_masking as it reads them). Streaming and deterministic; see data_gen/pipeline.py. Writes a stats
 file beside the output: out/pretrain.tfrecord -> out/pretrain.stats.json.
 
   create_pretraining_data --input_file='corpus/*.txt' --output_file=out/pretrain.tfrecord \\
@@ -50,6 +51,10 @@ flags.DEFINE_float("mask_token_prob", 0.8,
 flags.DEFINE_float("random_token_prob", 0.1,
                    "Share of the chosen tokens replaced by a random token; the rest stay "
                    "unchanged.")
+flags.DEFINE_bool("dynamic_masking", False,
+                  "Write the sentence pairs unmasked, for run_pretraining --dynamic_masking, "
+                  "which draws the masks afresh each time it reads a record (the masking "
+                  "flags then go to run_pretraining).")
 flags.DEFINE_integer("num_workers", None, "Worker processes (default: all cores).")
 flags.DEFINE_integer("num_output_shards", None,
                      "Write this many shards <output_file>-0000i-of-0000N (one --output_file), "
@@ -69,7 +74,7 @@ def _config() -> PretrainingDataConfig:
       random_seed=FLAGS.random_seed, dupe_factor=FLAGS.dupe_factor,
       masked_lm_prob=FLAGS.masked_lm_prob, short_seq_prob=FLAGS.short_seq_prob,
       do_whole_word_mask=FLAGS.do_whole_word_mask, mask_token_prob=FLAGS.mask_token_prob,
-      random_token_prob=FLAGS.random_token_prob)
+      random_token_prob=FLAGS.random_token_prob, dynamic_masking=FLAGS.dynamic_masking)
 
 
 def main(argv):

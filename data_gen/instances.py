@@ -55,39 +55,43 @@ class TokenizedChunk:
 class InstanceBatch:
   """n training instances, as arrays.
 
-  input_ids:           [n, max_seq_length] int32, masked, zero-padded.
+  input_ids:           [n, max_seq_length] int32, masked (unless dynamic), zero-padded.
   seq_length:          [n] int32, tokens before the padding.
   b_start:             [n] int32, the position of B's first token (segment 1 from there).
   masked_lm_positions: [n, max_predictions_per_seq] int32, ascending, zero-padded.
   masked_lm_ids:       [n, max_predictions_per_seq] int32, the original tokens there.
   num_masked:          [n] int32, how many positions are real.
+  (The three masked_lm fields are None for dynamic masking: the records then hold none.)
   is_random_next:      [n] int32, 1 when B is a random span (the next_sentence_labels).
   """
   input_ids: np.ndarray
   seq_length: np.ndarray
   b_start: np.ndarray
-  masked_lm_positions: np.ndarray
-  masked_lm_ids: np.ndarray
-  num_masked: np.ndarray
+  masked_lm_positions: np.ndarray | None
+  masked_lm_ids: np.ndarray | None
+  num_masked: np.ndarray | None
   is_random_next: np.ndarray
 
   def __len__(self) -> int:
     return len(self.input_ids)
 
   def record_columns(self) -> dict[str, np.ndarray]:
-    """The columns of `tfrecords.schema.pretraining_features`, [n, length] each."""
+    """The columns of `tfrecords.schema.pretraining_features` (or, unmasked,
+    `unmasked_pretraining_features`), [n, length] each, in the layout's order."""
     position = np.arange(self.input_ids.shape[1])
     real = position < self.seq_length[:, None]
-    weights = np.arange(self.masked_lm_positions.shape[1]) < self.num_masked[:, None]
-    return {
+    columns = {
         "input_ids": self.input_ids,
         "input_mask": real.astype(np.int32),
         "segment_ids": (real & (position >= self.b_start[:, None])).astype(np.int32),
-        "masked_lm_positions": self.masked_lm_positions,
-        "masked_lm_ids": self.masked_lm_ids,
-        "masked_lm_weights": weights.astype(np.float32),
-        "next_sentence_labels": self.is_random_next[:, None],
     }
+    if self.num_masked is not None:
+      weights = np.arange(self.masked_lm_positions.shape[1]) < self.num_masked[:, None]
+      columns.update(masked_lm_positions=self.masked_lm_positions,
+                     masked_lm_ids=self.masked_lm_ids,
+                     masked_lm_weights=weights.astype(np.float32))
+    columns["next_sentence_labels"] = self.is_random_next[:, None]
+    return columns
 
 
 def _truncate(a: list[int], b: list[int], max_num_tokens: int, rng: random.Random) -> None:
@@ -186,7 +190,8 @@ def _pack(chunk: TokenizedChunk, pairs: np.ndarray, max_seq_length: int,
 
 def pass_instances(chunk: TokenizedChunk, chunk_index: int, dupe_pass: int,
                    config: PretrainingDataConfig, vocab: masking.VocabInfo) -> InstanceBatch:
-  """One pass over the chunk's documents: pairs, packed and masked, in document order.
+  """One pass over the chunk's documents: pairs, packed and (unless config.dynamic_masking)
+  masked, in document order.
 
   The random draws come from (random_seed, chunk_index, dupe_pass) alone, so the instances are
   the same whichever process makes them, and in whatever order.
@@ -196,12 +201,17 @@ def pass_instances(chunk: TokenizedChunk, chunk_index: int, dupe_pass: int,
   span_rng = random.Random(int.from_bytes(span_seed.generate_state(4).tobytes(), "little"))
   pairs = np.array(_pair_spans(chunk, config, span_rng), np.int64).reshape(-1, 5)
   input_ids, seq_length, b_start, candidates = _pack(chunk, pairs, config.max_seq_length, vocab)
+  batch = InstanceBatch(input_ids=input_ids, seq_length=seq_length.astype(np.int32),
+                        b_start=b_start.astype(np.int32), masked_lm_positions=None,
+                        masked_lm_ids=None, num_masked=None,
+                        is_random_next=pairs[:, 4].astype(np.int32))
+  if config.dynamic_masking:
+    return batch
   masked = masking.mask_batch(input_ids, candidates, config, vocab,
                               np.random.default_rng(mask_seed))
-  return InstanceBatch(input_ids=masked.input_ids, seq_length=seq_length.astype(np.int32),
-                       b_start=b_start.astype(np.int32),
-                       masked_lm_positions=masked.positions, masked_lm_ids=masked.label_ids,
-                       num_masked=masked.num_masked, is_random_next=pairs[:, 4].astype(np.int32))
+  return dataclasses.replace(batch, input_ids=masked.input_ids,
+                             masked_lm_positions=masked.positions,
+                             masked_lm_ids=masked.label_ids, num_masked=masked.num_masked)
 
 
 @dataclasses.dataclass
@@ -249,7 +259,7 @@ def chunk_records(chunk: TokenizedChunk, chunk_index: int, config: PretrainingDa
       f.writelines(records)
       lengths += map(len, records)
       stats["instance_tokens"] += int(batch.seq_length.sum())
-      stats["masked_tokens"] += int(batch.num_masked.sum())
+      stats["masked_tokens"] += 0 if batch.num_masked is None else int(batch.num_masked.sum())
       stats["random_next"] += int(batch.is_random_next.sum())
   shuffle = np.random.default_rng(np.random.SeedSequence([config.random_seed, chunk_index]))
   return ChunkRecords(path=path, lengths=np.array(lengths, np.int64),

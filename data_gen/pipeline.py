@@ -252,6 +252,13 @@ def create_pretraining_data(input_files: list[str],
 HIGH_UNK_RATE = 0.01
 
 
+def _masked_summary(stats: dict) -> str:
+  if stats["config"].get("dynamic_masking"):
+    return "unmasked (run_pretraining --dynamic_masking masks them)"
+  share = stats["masked_tokens"] / max(stats["instance_tokens"] - 3 * stats["instances"], 1)
+  return f"masked tokens {stats['masked_tokens']:,} ({share:.1%} of the tokens of A and B)"
+
+
 def summary(stats: dict) -> str:
   """The end-of-run report, a few lines."""
   workers = f"{stats['num_workers']} workers" if stats["num_workers"] else "the runner's workers"
@@ -261,9 +268,7 @@ def summary(stats: dict) -> str:
       f"documents {stats['documents']:,}  sentences {stats['sentences']:,}  "
       f"tokens {stats['tokens']:,} ([UNK] {stats['unk_rate']:.2%})  "
       f"({stats['files']} files, {stats['lines']:,} lines)",
-      f"instances {stats['instances']:,}  masked tokens {stats['masked_tokens']:,} "
-      f"({stats['masked_tokens'] / max(stats['instance_tokens'] - 3 * stats['instances'], 1):.1%}"
-      " of the tokens of A and B)  "
+      f"instances {stats['instances']:,}  {_masked_summary(stats)}  "
       f"random next {stats['random_next'] / max(stats['instances'], 1):.1%}",
       f"{stats['seconds']:.1f} s, {stats['instances_per_second']:,.0f} instances/s, "
       f"{workers}, "

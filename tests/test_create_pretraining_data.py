@@ -655,3 +655,26 @@ def test_cli_bad_input_exits_non_zero_naming_the_problem(tmp_path, flag, message
   assert message.format(tmp=tmp_path) in result.stderr
   assert "Traceback" not in result.stderr
   assert not (tmp_path / "o.tfrecord").exists()
+
+
+# ------------------------------------------------------------------ dynamic masking
+
+def test_dynamic_masking_writes_the_same_pairs_unmasked(tmp_path, tokenizer, corpus, records):
+  """--dynamic_masking: the offline run's records with their masks taken off, and nothing else
+  (same seed, same pairs): the unmasked layout, no masked LM features, and `[MASK]` nowhere."""
+  masked, _ = records
+  config = PretrainingDataConfig(max_seq_length=SEQ, max_predictions_per_seq=PRED,
+                                 dupe_factor=3, dynamic_masking=True)
+  outputs, stats = _generate(str(tmp_path), tokenizer, corpus[0], config)
+  spec = schema.parse_spec(schema.unmasked_pretraining_features(SEQ))
+  example = tf.train.Example.FromString(next(iter(tf.data.TFRecordDataset(outputs[:1]))).numpy())
+  assert sorted(example.features.feature) == sorted(spec)
+  ds = tf.data.TFRecordDataset(outputs).batch(1024).map(lambda r: tf.io.parse_example(r, spec))
+  parts = list(ds.as_numpy_iterator())
+  unmasked = {name: np.concatenate([p[name] for p in parts]) for name in spec}
+  np.testing.assert_array_equal(unmasked["input_ids"], _restored(masked))
+  for name in ("input_mask", "segment_ids", "next_sentence_labels"):
+    np.testing.assert_array_equal(unmasked[name], masked[name])
+  assert not (unmasked["input_ids"] == tokenizer.mask_id).any()
+  assert stats["masked_tokens"] == 0 and stats["config"]["dynamic_masking"]
+  assert "unmasked (run_pretraining --dynamic_masking masks them)" in pipeline.summary(stats)

@@ -11,7 +11,8 @@ import pytest
 import tensorflow as tf
 
 from bert_tf import dynamic_masking, tokenization
-from data_gen import sample_corpus
+from data_gen import pipeline, sample_corpus
+from data_gen.config import PretrainingDataConfig
 from test_training import (CONFIG, PREDS, SEQ, VOCAB, assert_same_values, checkpoint_values,
                            write_pretraining_records)
 from tfrecords import datasets, schema, writer
@@ -22,18 +23,20 @@ LENGTH, BATCH = 128, 64
 
 
 @pytest.fixture(scope="module")
-def real_batches():
-  """Sentence pairs of the embedded corpus as unmasked model inputs, [CLS] a [SEP] b [SEP],
-  with MiniLM's vocab (words of several pieces are common in it): (ids, mask) [n, LENGTH]."""
+def real_batches(tmp_path_factory):
+  """create_pretraining_data --dynamic_masking's records of the embedded corpus, with MiniLM's
+  vocab (words of several pieces are common in it): (ids, mask) [n, LENGTH], the tokenizer."""
   tokenizer = tokenization.FullTokenizer(MINILM_VOCAB)
-  sentences = [s for doc in sample_corpus.documents()[:40] for s in doc][:2 * 6 * BATCH]
-  pieces = tokenizer.tokenize_ids(sentences)
-  ids = np.zeros([len(pieces) // 2, LENGTH], np.int32)
-  for row, (a, b) in enumerate(zip(pieces[0::2], pieces[1::2])):
-    a, b = a[:(LENGTH - 3) // 2], b[:(LENGTH - 3) // 2]
-    seq = [tokenizer.cls_id, *a, tokenizer.sep_id, *b, tokenizer.sep_id]
-    ids[row, :len(seq)] = seq
-  return ids, (ids > 0).astype(np.int32), tokenizer
+  d = tmp_path_factory.mktemp("corpus")
+  corpus = d / "corpus.txt"
+  sample_corpus.write_corpus(str(corpus))
+  config = PretrainingDataConfig(max_seq_length=LENGTH, dupe_factor=1, dynamic_masking=True)
+  outputs = pipeline.shard_paths([str(d / "unmasked.tfrecord")], 1)
+  pipeline.create_pretraining_data([str(corpus)], outputs, tokenizer, config, num_workers=1)
+  ds = datasets.record_dataset(outputs, schema.unmasked_pretraining_features(LENGTH),
+                               6 * BATCH, is_training=False)
+  batch = next(iter(ds))
+  return batch["input_word_ids"].numpy(), batch["input_mask"].numpy(), tokenizer
 
 
 def mask_all(real_batches, rules):
@@ -52,6 +55,7 @@ def test_masks_follow_the_offline_maskers_statistics(real_batches, whole_word):
   real = out["masked_lm_weights"] > 0
   positions = out["masked_lm_positions"]
   candidates = mask.sum(1) - 3  # Not [CLS] and the two [SEP].
+  assert len(ids) == 6 * BATCH
   rate = real.sum() / candidates.sum()
   assert 0.135 <= rate <= 0.165, rate
   if not whole_word:  # Each row's budget exactly: round(n * 0.15), at least 1, at most 20.
@@ -70,9 +74,12 @@ def test_masks_follow_the_offline_maskers_statistics(real_batches, whole_word):
   chosen = np.zeros_like(changed)
   chosen[rows, positions[real]] = True
   assert not (changed & ~chosen).any()
+  # A word split: a "##" piece chosen and the piece before it not, or the reverse; a "##" piece
+  # right after [CLS] or [SEP] (a segment cut at the front) opens a word of its own.
   continues = np.asarray(tokenizer.is_continuation)[ids] & (mask > 0)
-  # A "##" piece right after a chosen piece, and the piece before a chosen "##" piece.
-  split_words = ((chosen[:, :-1] != chosen[:, 1:]) & continues[:, 1:]).sum()
+  after_candidate = (mask[:, :-1] > 0) & ~np.isin(ids[:, :-1], [tokenizer.cls_id,
+                                                                  tokenizer.sep_id])
+  split_words = ((chosen[:, :-1] != chosen[:, 1:]) & continues[:, 1:] & after_candidate).sum()
   if whole_word:
     assert split_words == 0
   else:
