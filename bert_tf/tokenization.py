@@ -149,6 +149,15 @@ def lower_capital_sigma(texts: tf.Tensor) -> tf.Tensor:
   return tf.strings.regex_replace(texts, "\u03a3", "\u03c3")
 
 
+def lower_sigmas_in_context(texts: tf.Tensor) -> tf.Tensor:
+  """Capital sigmas lower-cased by the context of the whole text, as the reference lower-cases
+  whole words: a basic token alone (ΑΣ of ΑΣ'Β) would end in a final sigma. For graphs that
+  split text with offsets first: the three sigmas have the same length, so offsets stay
+  valid."""
+  has_sigma = tf.reduce_any(tf.strings.regex_full_match(texts, "(?s).*\u03a3.*"))
+  return tf.cond(has_sigma, lambda: lower_capital_sigma(texts), lambda: texts)
+
+
 def lower_case(texts: tf.Tensor) -> tf.Tensor:
   """Python's `str.lower` as TF ops: [batch] tf.string -> [batch] tf.string.
 

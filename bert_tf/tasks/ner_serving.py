@@ -58,7 +58,7 @@ import tensorflow_text as tf_text
 import tf_keras
 
 from bert_tf import tokenization
-from bert_tf.tasks.squad_serving import _lower_sigmas_in_context  # pylint: disable=protected-access
+from bert_tf.tasks import windows as windows_lib
 from bert_tf.tokenization import FullTokenizer
 
 SIGNATURE = "serving_default"
@@ -178,8 +178,8 @@ class NerServing(tf.Module):
     chars = _global_chars(text)
     words = self.words(text, chars)
     windows = self.windows(words["pieces"])
-    best_window = self.max_context(windows, tf.size(words["pieces"].flat_values,
-                                                    out_type=tf.int64))
+    num_pieces = tf.size(words["pieces"].flat_values, out_type=tf.int64)
+    best_window = windows_lib.best_window(windows["first"], windows["length"], num_pieces)
     tags = self.tags(windows, best_window, words["first_piece"])
     entities = self.decode(tags, words["row"], words["row_starts"])
 
@@ -226,7 +226,7 @@ class NerServing(tf.Module):
     # deletes both alike. Lower-casing sigmas keeps every length too.
     split = tf.strings.regex_replace(text, r"\x00", "\x01")
     if self.do_lower_case:
-      split = _lower_sigmas_in_context(split)
+      split = tokenization.lower_sigmas_in_context(split)
     tokens, begins, ends = tf_text.regex_split_with_offsets(split, self.split_pattern,
                                                             self.keep_pattern)
     token_row = tokens.value_rowids()
@@ -279,45 +279,15 @@ class NerServing(tf.Module):
                   input_type_ids=tf.zeros_like(word_ids))
     return dict(inputs=inputs, first=first, length=length)
 
-  def max_context(self, windows: dict, num_pieces: tf.Tensor) -> tf.Tensor:
-    """int64 [pieces of the batch]: the window where each piece has the most context.
-
-    The original's score, min(left, right) + 0.01 * window length, computed as it does in
-    float64 so that ties come out the same; the first window wins a tie.
-    """
-    first, length = windows["first"], windows["length"]
-    piece = tf.ragged.range(first, first + length)  # [W, (length)], the batch's pieces.
-    window = piece.value_rowids()
-    position = piece.flat_values - tf.gather(first, window)
-    window_length = tf.gather(length, window)
-    context = tf.minimum(position, window_length - 1 - position)
-    score = tf.cast(context, tf.float64) + 0.01 * tf.cast(window_length, tf.float64)
-    pieces = piece.flat_values
-    best = tf.math.unsorted_segment_max(score, pieces, num_pieces)
-    candidates = tf.where(tf.equal(score, tf.gather(best, pieces)), window,
-                          tf.cast(tf.size(first), tf.int64))
-    return tf.math.unsorted_segment_min(candidates, pieces, num_pieces)
-
   def logits(self, inputs: dict) -> tf.Tensor:
     """The model's float32 logits [W, max_seq_length, num_labels], `windows_per_call` windows
     at a time (one call after another, to bound memory)."""
-    num_windows = tf.shape(inputs["input_word_ids"])[0]
-    size = self.windows_per_call
-    # At least one call: TensorArray.concat() of nothing fails.
-    num_calls = tf.maximum((num_windows + size - 1) // size, 1)
-    shape = [None, self.max_seq_length, len(self.labels)]
-
-    def call(k, logits):
-      chunk = {name: t[k * size:(k + 1) * size] for name, t in inputs.items()}
+    def call(chunk):
       outputs = self.model(chunk, training=False)
-      outputs = outputs["logits"] if isinstance(outputs, dict) else outputs
-      return k + 1, logits.write(k, tf.cast(outputs, tf.float32))
-
-    logits = tf.TensorArray(tf.float32, size=num_calls, infer_shape=False,
-                            element_shape=tf.TensorShape(shape))
-    _, logits = tf.while_loop(lambda k, _: k < num_calls, call, (tf.constant(0), logits),
-                              parallel_iterations=1)
-    return tf.ensure_shape(logits.concat(), shape)
+      return (outputs["logits"] if isinstance(outputs, dict) else outputs,)
+    logits, = windows_lib.call_in_chunks(call, inputs, self.windows_per_call,
+                                         [[None, self.max_seq_length, len(self.labels)]])
+    return logits
 
   def tags(self, windows: dict, best_window: tf.Tensor, first_piece: tf.Tensor) -> tf.Tensor:
     """int32 [words]: each word's label id, the arg max of its first piece's logits in the

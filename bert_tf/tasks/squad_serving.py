@@ -54,18 +54,11 @@ import tensorflow_text as tf_text
 import tf_keras
 
 from bert_tf import tokenization
+from bert_tf.tasks import windows as windows_lib
 from bert_tf.tokenization import FullTokenizer
 
 SIGNATURE = "serving_default"
 NO_ANSWER_OFFSET = -1
-
-
-def _lower_sigmas_in_context(texts: tf.Tensor) -> tf.Tensor:
-  """Capital sigmas lower-cased by the context of the whole text, as the reference lower-cases
-  whole words: a basic token alone (ΑΣ of ΑΣ'Β) would end in a final sigma. The three sigmas
-  have the same length, so offsets stay valid."""
-  has_sigma = tf.reduce_any(tf.strings.regex_full_match(texts, "(?s).*\u03a3.*"))
-  return tf.cond(has_sigma, lambda: tokenization.lower_capital_sigma(texts), lambda: texts)
 
 
 class QuestionAnswerer(tf.Module):
@@ -178,7 +171,7 @@ class QuestionAnswerer(tf.Module):
     # deletes both alike.
     context = tf.strings.regex_replace(context, r"\x00", "\x01")
     if self.do_lower_case:
-      context = _lower_sigmas_in_context(context)
+      context = tokenization.lower_sigmas_in_context(context)
     tokens, begins, _ = tf_text.regex_split_with_offsets(context, self.split_pattern,
                                                          self.keep_pattern)
     pieces = self.tokenizer(tokens.flat_values)  # [tokens of the batch, (pieces)]
@@ -243,52 +236,25 @@ class QuestionAnswerer(tf.Module):
 
   def max_context(self, windows: dict, num_pieces: tf.Tensor) -> tf.Tensor:
     """Whether each passage piece of each window is in the window where it has the most
-    context: bool [W, max_seq_length - 3], False past the passage.
-
-    The original's score, min(left, right) + 0.01 * window length, computed as it does in
-    float64 so that ties come out the same; the first window wins a tie.
+    context (`windows.best_window`): bool [W, max_seq_length - 3], False past the passage.
 
     Args:
       windows: from `windows`.
       num_pieces: the number of context pieces in the batch.
     """
     first, length = windows["first"], windows["length"]
+    best = windows_lib.best_window(first, length, num_pieces)
     piece = tf.ragged.range(first, first + length)  # [W, (length)], the batch's pieces.
-    window = piece.value_rowids()
-    position = piece.flat_values - tf.gather(first, window)
-    window_length = tf.gather(length, window)
-    context = tf.minimum(position, window_length - 1 - position)
-    score = tf.cast(context, tf.float64) + 0.01 * tf.cast(window_length, tf.float64)
-    pieces = piece.flat_values
-    best = tf.math.unsorted_segment_max(score, pieces, num_pieces)
-    candidates = tf.where(tf.equal(score, tf.gather(best, pieces)), window,
-                          tf.cast(tf.size(first), tf.int64))
-    best_window = tf.math.unsorted_segment_min(candidates, pieces, num_pieces)
-    is_max = piece.with_flat_values(tf.equal(window, tf.gather(best_window, pieces)))
+    is_max = piece.with_flat_values(tf.equal(piece.value_rowids(),
+                                             tf.gather(best, piece.flat_values)))
     return is_max.to_tensor(False, shape=[None, self.max_seq_length - 3])
 
   def logits(self, inputs: dict) -> tuple[tf.Tensor, tf.Tensor]:
     """The model's float32 start and end logits [W, max_seq_length], `windows_per_call`
     windows at a time (one call after another, to bound memory)."""
-    num_windows = tf.shape(inputs["input_word_ids"])[0]
-    size = self.windows_per_call
-    # At least one call: TensorArray.concat() of nothing fails (an empty batch has no windows).
-    num_calls = tf.maximum((num_windows + size - 1) // size, 1)
-
-    def call(k, starts, ends):
-      chunk = {name: t[k * size:(k + 1) * size] for name, t in inputs.items()}
-      start_logits, end_logits = self.model(chunk, training=False)
-      return (k + 1, starts.write(k, tf.cast(start_logits, tf.float32)),
-              ends.write(k, tf.cast(end_logits, tf.float32)))
-
-    def array():
-      return tf.TensorArray(tf.float32, size=num_calls, infer_shape=False,
-                            element_shape=tf.TensorShape([None, self.max_seq_length]))
-
-    _, starts, ends = tf.while_loop(lambda k, *_: k < num_calls, call,
-                                    (tf.constant(0), array(), array()), parallel_iterations=1)
     shape = [None, self.max_seq_length]
-    return tf.ensure_shape(starts.concat(), shape), tf.ensure_shape(ends.concat(), shape)
+    return windows_lib.call_in_chunks(lambda chunk: self.model(chunk, training=False), inputs,
+                                      self.windows_per_call, [shape, shape])
 
   def best_spans(self, windows: dict, is_max: tf.Tensor, start_logits: tf.Tensor,
                  end_logits: tf.Tensor, batch_size: tf.Tensor) -> dict:
