@@ -116,6 +116,15 @@ def convert_examples(examples: list[InputExample], label_list: list[str] | None,
   return features
 
 
+def softmax_loss(labels: tf.Tensor, logits: tf.Tensor) -> tuple[tf.Tensor, dict]:
+  """(mean cross-entropy, {"accuracy": ...}) of logits [batch, classes] against labels
+  [batch], in float32."""
+  logits = tf.cast(logits, tf.float32)
+  loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits))
+  hits = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=labels.dtype), labels), tf.float32)
+  return loss, {"accuracy": tf.reduce_mean(hits)}
+
+
 def build_classifier(config: BertConfig, num_labels: int) -> tf_keras.Model:
   """The Model Garden's BertClassifier on our encoder, variables created (num_labels 1 for
   regression). One dropout before the output layer, as the original: the head's own is off.
@@ -195,13 +204,10 @@ class ClassificationTask(FineTuningTask):
 
   def loss(self, features: dict, outputs) -> tuple[tf.Tensor, dict]:
     """Cross-entropy (and accuracy), or squared error for regression; in float32."""
-    logits = tf.cast(outputs, tf.float32)
     labels = features["label_ids"][:, 0]
     if self.regression:
-      return tf.reduce_mean(tf.square(logits[:, 0] - labels)), {}
-    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits))
-    hits = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=labels.dtype), labels), tf.float32)
-    return loss, {"accuracy": tf.reduce_mean(hits)}
+      return tf.reduce_mean(tf.square(tf.cast(outputs, tf.float32)[:, 0] - labels)), {}
+    return softmax_loss(labels, outputs)
 
   def predict_outputs(self, features: dict, outputs) -> dict[str, tf.Tensor]:
     return {"logits": tf.cast(outputs, tf.float32)}

@@ -42,7 +42,7 @@ import tf_keras
 
 from bert_tf.configs import BertConfig
 from bert_tf.tasks import glue
-from bert_tf.tasks.classification import INPUT_NAMES, build_classifier, pack
+from bert_tf.tasks.classification import INPUT_NAMES, build_classifier, pack, softmax_loss
 from bert_tf.tasks.task import DataError, Features, FineTuningTask, TaskConfig, write_text
 from bert_tf.tokenization import FullTokenizer
 from tfrecords import schema
@@ -287,11 +287,7 @@ class MultipleChoiceTask(FineTuningTask):
 
   def loss(self, features: dict, outputs) -> tuple[tf.Tensor, dict]:
     """Cross-entropy of the softmax over the endings (and accuracy), in float32."""
-    logits = tf.cast(outputs, tf.float32)
-    labels = features["label_ids"][:, 0]
-    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits))
-    hits = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=labels.dtype), labels), tf.float32)
-    return loss, {"accuracy": tf.reduce_mean(hits)}
+    return softmax_loss(features["label_ids"][:, 0], outputs)
 
   def predict_outputs(self, features: dict, outputs) -> dict[str, tf.Tensor]:
     return {"logits": tf.cast(outputs, tf.float32)}
