@@ -311,15 +311,16 @@ class FeatureBasedHead(tf_keras.layers.Layer):
     super().__init__(**kwargs)
     self.combination = combination
     self.mix = ScalarMix(name="scalar_mix") if combination == "sum" else None
-    self.lstms = [tf_keras.layers.Bidirectional(
-        tf_keras.layers.LSTM(lstm_units, return_sequences=True), name=f"bilstm_{i}")
-                  for i in range(2)]
+    self.lstms = [tf_keras.layers.Bidirectional(tf_keras.layers.LSTM(lstm_units,
+                                                                     return_sequences=True),
+                                                name=f"bilstm_{i}") for i in range(2)]
     self.dropout = tf_keras.layers.Dropout(dropout_rate)
     self.classifier = tf_keras.layers.Dense(num_labels, kernel_initializer=kernel_initializer,
                                             name="logits")
-    self._config = dict(combination=combination, num_labels=num_labels, lstm_units=lstm_units,
-                        dropout_rate=dropout_rate,
-                        kernel_initializer=tf_keras.initializers.serialize(kernel_initializer))
+    self._head_config = dict(
+        combination=combination, num_labels=num_labels, lstm_units=lstm_units,
+        dropout_rate=dropout_rate,
+        kernel_initializer=tf_keras.initializers.serialize(kernel_initializer))
 
   def combine(self, states: list[tf.Tensor]) -> tf.Tensor:
     """N float [batch, seq, H] (one per layer) -> the BiLSTM's input: [batch, seq, N * H]
@@ -342,7 +343,7 @@ class FeatureBasedHead(tf_keras.layers.Layer):
     return self.classifier(self.dropout(x, training=training))
 
   def get_config(self) -> dict:
-    return dict(super().get_config(), **self._config)
+    return dict(super().get_config(), **self._head_config)
 
 
 class FeatureBasedTagger(tf_keras.Model):
