@@ -21,7 +21,7 @@ see `bert_tf.tasks.ner` for the features and `bert_tf.tasks.runner` for the rest
 updated; the hidden states of the layers NAME says (embeddings, second_to_last, last,
 sum_last_four, concat_last_four or sum_all: weighted sums are ELMo's scalar mix) feed a fresh
 2-layer BiLSTM of --lstm_units a direction and a classifier. A fresh head wants a larger
-learning rate than fine-tuning's, e.g. --learning_rate=1e-3. The export serves it the same way.
+learning rate than fine-tuning's, e.g. --learning_rate=1e-2. The export serves it the same way.
 """
 from absl import flags
 
