@@ -169,10 +169,12 @@ def test_the_direct_runner_runs_offline_as_the_fn_api_runner():
   assert beam_options.runner(options) == "FnApiRunner"
 
 
-def _cli(*flags):
+def _cli(*flags, pythonpath: str | None = None):
+  env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+  if pythonpath:  # first on the path: shadows installed packages
+    env["PYTHONPATH"] = os.pathsep.join([pythonpath, env.get("PYTHONPATH", "")])
   return subprocess.run([sys.executable, "-m", "data_gen.create_pretraining_data", *flags],
-                        capture_output=True, text=True, timeout=300,
-                        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+                        capture_output=True, text=True, timeout=300, env=env)
 
 
 def test_cli_runs_the_pipeline_with_beam_options_beside_the_flags(corpus, tmp_path):
@@ -201,3 +203,32 @@ def test_cli_bad_runner_or_options_exit_with_one_line(corpus, tmp_path, flags, m
   assert result.returncode == 1
   assert message in result.stderr and "Traceback" not in result.stderr, result.stderr[-3000:]
   assert not os.listdir(tmp_path)
+
+
+def test_cli_without_the_beam_extra_says_how_to_install_it(corpus, tmp_path):
+  """A machine without apache-beam: an `apache_beam` that fails to import, first on the path."""
+  fake = tmp_path / "no_beam" / "apache_beam"
+  fake.mkdir(parents=True)
+  (fake / "__init__.py").write_text("raise ImportError(\"No module named 'apache_beam'\")\n")
+  out = tmp_path / "out"
+  result = _cli(f"--input_file={corpus[0]}", f"--output_file={out / 'p.tfrecord'}",
+                f"--vocab_file={VOCAB}", "--runner=FnApiRunner",
+                pythonpath=str(tmp_path / "no_beam"))
+  assert result.returncode == 1
+  assert result.stderr.strip().splitlines()[-1] == (
+      "create_pretraining_data: error: --runner needs Apache Beam: pip install -e '.[beam]' "
+      "(No module named 'apache_beam')"), result.stderr[-3000:]
+  assert not out.exists()
+
+
+def test_cli_an_output_the_runner_cannot_write_is_one_line(corpus, tmp_path):
+  blocker = tmp_path / "a_file"
+  blocker.write_text("not a directory\n")
+  result = _cli(f"--input_file={corpus[0]}", f"--output_file={blocker / 'p.tfrecord'}",
+                f"--vocab_file={VOCAB}", "--max_seq_length=64", "--dupe_factor=1",
+                "--runner=FnApiRunner", "--direct_num_workers=1")
+  assert result.returncode == 1
+  last = result.stderr.strip().splitlines()[-1]
+  assert last.startswith("create_pretraining_data: error: ") and str(blocker) in last, (
+      result.stderr[-3000:])
+  assert "Traceback" not in result.stderr
