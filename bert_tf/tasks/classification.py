@@ -180,13 +180,8 @@ class ClassificationTask(FineTuningTask):
             "eval": [s.name for s in self.data.eval_splits],
             "predict": [s.name for s in self.data.predict_splits]}[mode]
 
-  def check_inputs(self, modes: list[str]) -> None:
-    """Fails before any training when a split that the run will need has no file."""
-    for mode in modes:
-      for name in self.splits(mode):
-        path = os.path.join(self.data_dir or "", self._split(name).columns.file)
-        if not tf.io.gfile.exists(path):
-          raise DataError(f"{path}: file not found (the {name} split, for --do_{mode})")
+  def split_file(self, split: str) -> str:
+    return os.path.join(self.data_dir or "", self._split(split).columns.file)
 
   def read_examples(self, split: str) -> list[InputExample]:
     return self.data.get_examples(self.data_dir, self._split(split))

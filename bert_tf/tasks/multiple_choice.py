@@ -256,23 +256,15 @@ class MultipleChoiceTask(FineTuningTask):
   def from_config(cls, config: MultipleChoiceConfig, data: str | None = None):
     return cls(config, data)
 
-  def _path(self, split: str) -> str:
+  def split_file(self, split: str) -> str:
     return os.path.join(self.data_dir, self.layout.files[split])
 
   def splits(self, mode: str) -> list[str]:
     train, dev, test = self.layout.split_names()
     return {"train": [train], "eval": [dev], "predict": [test]}[mode]
 
-  def check_inputs(self, modes: list[str]) -> None:
-    """Fails before any training when a split that the run will need has no file."""
-    for mode in modes:
-      for split in self.splits(mode):
-        if not tf.io.gfile.exists(self._path(split)):
-          raise DataError(f"{self._path(split)}: file not found (the {split} split, for "
-                          f"--do_{mode})")
-
   def read_examples(self, split: str) -> list[ChoiceExample]:
-    return read_examples(self._path(split), self.layout, self.config.num_choices, split,
+    return read_examples(self.split_file(split), self.layout, self.config.num_choices, split,
                          need_labels=split not in self.splits("predict"))
 
   def convert_examples(self, examples, tokenizer, is_training) -> Features:

@@ -418,22 +418,15 @@ class NerTask(FineTuningTask):
   def splits(self, mode: str) -> list[str]:
     return {"train": ["train"], "eval": ["dev"], "predict": ["test"]}[mode]
 
-  def _path(self, split: str) -> str:
+  def split_file(self, split: str) -> str:
     return os.path.join(self.data_dir or "", FILES[split])
-
-  def check_inputs(self, modes: list[str]) -> None:
-    for mode in modes:
-      for split in self.splits(mode):
-        if not tf.io.gfile.exists(self._path(split)):
-          raise DataError(f"{self._path(split)}: file not found (the {split} split, for "
-                          f"--do_{mode})")
 
   def read_examples(self, split: str) -> list[Sentence]:
     """The split's sentences, checked against the task's scheme; tags outside the label set
     (a type the training file lacks) are warned about: never predicted, they score as
     misses."""
     if split not in self._examples:
-      path = self._path(split)
+      path = self.split_file(split)
       sentences = read_conll(path)
       check_scheme(path, sentences, self.config.scheme)
       self._warn_unknown_tags(path, sentences)

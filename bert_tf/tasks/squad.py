@@ -408,7 +408,7 @@ class SquadTask(FineTuningTask):
       raise ValueError(f"unknown mode {mode!r}")
     return ["train"] if mode == "train" else ["predict"]
 
-  def _path(self, split: str) -> str:
+  def split_file(self, split: str) -> str:
     path = self.files.get(split)
     if not path:
       raise DataError(f"--{split}_file is required to {split}" if split == "train" else
@@ -417,13 +417,13 @@ class SquadTask(FineTuningTask):
 
   def check_inputs(self, modes: list[str]) -> None:
     for split in sorted({s for mode in modes for s in self.splits(mode)}):
-      path = self._path(split)
+      path = self.split_file(split)
       if not tf.io.gfile.exists(path):
         raise DataError(f"--{split}_file={path}: not found")
 
   def read_examples(self, split: str) -> list[SquadExample]:
     """The original's read_squad_examples; training ("train") also reads the answers."""
-    reader = _Reader(self._path(split))
+    reader = _Reader(self.split_file(split))
     data = reader.load()
     reader.check_version(data, self.config.version_2_with_negative)
     is_training = split == "train"
@@ -687,7 +687,7 @@ class SquadTask(FineTuningTask):
     """The official evaluate-v1.1.py ({exact_match, f1}) or evaluate-v2.0.py (exact, f1, ...,
     best_f1 over null thresholds) of the predictions against --predict_file's answers, x100."""
     del examples  # Scored against every question of the file, as the official scripts do.
-    path = self._path("predict")
+    path = self.split_file("predict")
     if "predict" not in self.datasets:
       self.datasets["predict"] = _Reader(path).load()
     data = self.datasets["predict"]

@@ -4,7 +4,8 @@
 A task is one file (`classification.py`, `squad.py`, ...) holding, in this order:
 
   examples     read_examples(split): the examples of a split ("train", "eval", "predict"
-               are the runner's modes; `splits(mode)` names the splits of each)
+               are the runner's modes; `splits(mode)` names the splits of each,
+               `split_file(split)` the file each is read from)
   features     convert_examples(examples, tokenizer, is_training) -> `Features`: one or more
                record dicts per example (SQuAD's windows), with the map back to the example
   records      record_layout(is_training): the TFRecord layout (`tfrecords.schema`)
@@ -111,8 +112,17 @@ class FineTuningTask(abc.ABC):
     """The names of the splits of a mode ("train": exactly one; "eval", "predict": any)."""
 
   @abc.abstractmethod
+  def split_file(self, split: str) -> str:
+    """The file a split is read from."""
+
   def check_inputs(self, modes: list[str]) -> None:
-    """Raises DataError naming the file when a split of one of these modes cannot be read."""
+    """Raises DataError naming the file when a split that these modes read has none: before
+    any training, not after it."""
+    for mode in modes:
+      for split in self.splits(mode):
+        path = self.split_file(split)
+        if not tf.io.gfile.exists(path):
+          raise DataError(f"{path}: file not found (the {split} split, for --do_{mode})")
 
   @abc.abstractmethod
   def read_examples(self, split: str) -> list:
