@@ -1,13 +1,30 @@
-"""Pretraining throughput: our BertPretrainer against the Model Garden's BertPretrainerV2.
+"""Pretraining throughput: run_pretraining's own path against the Model Garden's minimal loop.
 
-Both models train through the same loop (`bert_tf.training.train`), on the same records, batch,
-optimizer, loss, precision and XLA setting; the Model Garden side is `BertPretrainerV2` over
-`networks.BertEncoderV2` with a next-sentence `ClassificationHead`. Prints sequences/s for each
-and the model FLOPs utilisation (MFU): analytic training FLOPs per second over the matmul peak
-measured in this run (a large tf.matmul in the compute dtype).
+Sides (--sides, alternated --rounds times, each side's best kept), all on the same records,
+batch, optimizer (`optimization.create_optimizer`), loss, precision and XLA setting:
+  entry   `pretraining.pretrain`, what run_pretraining runs: its loop, metrics, progress
+          lines, TensorBoard summaries and checkpoints (one per loop: --save_checkpoints_steps
+          defaults to --steps). Timed between the summaries of its two loops (their wall
+          times in the event file), so everything the loop does between them counts.
+  loop    our BertPretrainer through `training.train` (its examples_per_second: the loop's
+          tf.function call only).
+  garden  the Model Garden's BertPretrainerV2 through `training.train`.
+  bare    the Model Garden's own minimal loop: BertPretrainerV2 (over BertEncoderV2, with a
+          next-sentence ClassificationHead) and one bare tf.function step per batch: forward,
+          loss, gradients, optimizer.apply_gradients; nothing else.
+Each side runs 2 x --steps steps; the second --steps are timed. Prints sequences/s, each side's
+ratio to `bare`, and the model FLOPs utilisation (MFU): analytic training FLOPs per second over
+the matmul peak measured in this run (a large tf.matmul in the compute dtype).
 
-  python benchmarks/pretrain.py --preset=small_bert_L4_H256 --batch_size=32 --steps=20
-  python benchmarks/pretrain.py --preset=bert_base --mixed_precision=bf16 --jit_compile  # GPU
+  python benchmarks/pretrain.py --preset=small_bert_L4_H256 --batch_size=32 --steps=20 \
+      --rounds=3
+  python benchmarks/pretrain.py --preset=bert_base --batch_size=8 --steps=5 --rounds=2
+  python benchmarks/pretrain.py --suite=gpu    # on a CUDA machine: the table below
+  python benchmarks/pretrain.py --suite=tiny   # the same code paths, tiny, on CPU
+
+--suite: BERT-Base and BERT-Large at seq 128 and 512, fp16 and bf16, with and without XLA, one
+subprocess each (sides entry and bare), printed as one table beside NVIDIA's published TF2
+figure (`NVIDIA_SEQ_PER_S`). `tiny` runs every row's code path at a tiny size in a few steps.
 
 Without --input_file the records are random token ids (throughput does not depend on them).
 
@@ -15,7 +32,13 @@ Without --input_file the records are random token ids (throughput does not depen
 dynamic_masking`, MiniLM's vocab; random records without targets): the pipeline alone in masked
 batches/s, next to our model trained through it, and the ratio (how far the input keeps ahead).
 """
+import dataclasses
+import glob
+import itertools
+import json
 import os
+import subprocess
+import sys
 import tempfile
 import time
 
@@ -31,10 +54,12 @@ from official.nlp.modeling import layers as tfm_layers
 from official.nlp.modeling import models as tfm_models
 from official.nlp.modeling import networks as tfm_networks
 
-from bert_tf import configs, distribute, dynamic_masking, optimization, training
+from bert_tf import configs, distribute, dynamic_masking, optimization, pretraining, training
 from bert_tf.modeling import encoder as encoder_lib
 from bert_tf.modeling import pretrainer
 from tfrecords import datasets, schema, writer
+
+SIDES = ("entry", "loop", "garden", "bare")
 
 flags.DEFINE_string("preset", "small_bert_L4_H256", "A bert_tf.configs preset.")
 flags.DEFINE_string("bert_config_file", None, "A bert_config.json (instead of --preset).")
@@ -42,16 +67,25 @@ flags.DEFINE_string("input_file", None, "Pretraining records; random ones when u
 flags.DEFINE_integer("batch_size", 32, "Global batch size.")
 flags.DEFINE_integer("max_seq_length", 128, "Sequence length.")
 flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per sequence.")
-flags.DEFINE_integer("steps", 20, "Timed steps per model (after as many untimed ones).")
+flags.DEFINE_integer("steps", 20, "Timed steps per side (after as many untimed ones).")
+flags.DEFINE_list("sides", ["entry", "bare"], f"Which of {SIDES} to run.")
+flags.DEFINE_integer("save_checkpoints_steps", None, "The entry side's checkpoint interval; "
+                     "default --steps: a checkpoint in every loop, timed.")
 flags.DEFINE_enum("mixed_precision", "none", list(training.PRECISIONS), "Compute dtype.")
 flags.DEFINE_bool("jit_compile", False, "XLA-compile the forward and backward pass.")
 flags.DEFINE_enum("distribution_strategy", "auto", list(distribute.STRATEGIES), "Strategy.")
 flags.DEFINE_integer("matmul_size", 4096, "Side of the square matmul that measures the peak.")
-flags.DEFINE_integer("rounds", 1, "Alternate the two models this many times; report each one's "
+flags.DEFINE_integer("rounds", 1, "Alternate the sides this many times; report each one's "
                      "best (on a busy machine the best is the least disturbed).")
+flags.DEFINE_bool("json_line", False, "Print one JSON line of results only (--suite's rows).")
+flags.DEFINE_enum("suite", None, ["gpu", "tiny"], "Run the GPU table (see the docstring).")
 flags.DEFINE_bool("dynamic_masking", False, "Also time the dynamic-masking input pipeline "
                   "alone and our model trained through it.")
 FLAGS = flags.FLAGS
+
+# NVIDIA DeepLearningExamples, BERT for TensorFlow2, pretraining throughput on one A100 80GB,
+# mixed precision (sequences/s), as quoted in issue #13; None where no figure is quoted here.
+NVIDIA_SEQ_PER_S = {("bert_large", 128): 485.6}
 
 
 def matmul_peak(n: int, dtype: tf.DType, trials: int = 5) -> float:
@@ -142,6 +176,20 @@ def build_model_garden(config: configs.BertConfig) -> ModelGardenPretrainer:
   return model
 
 
+def create_optimizer(num_train_steps: int):
+  """The same optimizer for every side: AdamW, warmup over --steps, then linear decay."""
+  return optimization.create_optimizer(1e-4, num_train_steps, FLAGS.steps,
+                                       loss_scaling=FLAGS.mixed_precision == "fp16")
+
+
+def offline_dataset_fn(records: str):
+  def fn(ctx=None):
+    return datasets.pretraining_dataset(records, FLAGS.max_seq_length,
+                                        FLAGS.max_predictions_per_seq, FLAGS.batch_size,
+                                        is_training=True, input_context=ctx)
+  return fn
+
+
 def masked_dataset(records: str, config: configs.BertConfig, ctx=None) -> tf.data.Dataset:
   """Batches of records without targets, masked in the pipeline as run_pretraining
   --dynamic_masking masks them."""
@@ -164,66 +212,214 @@ def pipeline_batches_per_second(dataset: tf.data.Dataset, num_batches: int = 200
   return num_batches / (time.perf_counter() - start)
 
 
-def sequences_per_second(strategy, model_fn, records: str, dataset_fn=None) -> float:
-  """Trains 2 x --steps steps; the second loop of --steps is the timed one."""
-  def offline_dataset_fn(ctx):
-    return datasets.pretraining_dataset(records, FLAGS.max_seq_length,
-                                        FLAGS.max_predictions_per_seq, FLAGS.batch_size,
-                                        is_training=True, input_context=ctx)
-  dataset_fn = dataset_fn or offline_dataset_fn
+def loop_sequences_per_second(strategy, model_fn, dataset_fn) -> float:
+  """`training.train` for 2 x --steps steps; the second loop of --steps is the timed one."""
   with tempfile.TemporaryDirectory() as output_dir:
     results = training.train(
-        strategy, model_fn,
-        lambda: optimization.create_optimizer(1e-4, 10 * FLAGS.steps, FLAGS.steps,
-                                              loss_scaling=FLAGS.mixed_precision == "fp16"),
+        strategy, model_fn, lambda: create_optimizer(10 * FLAGS.steps),
         pretrainer.pretraining_loss, dataset_fn, output_dir, 2 * FLAGS.steps,
         steps_per_loop=FLAGS.steps, save_checkpoints_steps=10 * FLAGS.steps,
         jit_compile=FLAGS.jit_compile)
   return results["examples_per_second"]
 
 
-def main(argv):
-  del argv
-  config = (configs.BertConfig.from_json_file(FLAGS.bert_config_file) if FLAGS.bert_config_file
-            else configs.preset(FLAGS.preset))
-  strategy = distribute.get_strategy(FLAGS.distribution_strategy)
-  training.set_mixed_precision(FLAGS.mixed_precision)
-  compute_dtype = tf_keras.mixed_precision.global_policy().compute_dtype
-  peak_before = matmul_peak(FLAGS.matmul_size, tf.as_dtype(compute_dtype))
-  flops = training_flops_per_sequence(config, FLAGS.max_seq_length,
-                                      FLAGS.max_predictions_per_seq)
-  model_fns = {
-      "bert_tf BertPretrainer": lambda: pretrainer.build_pretrainer(
-          config, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq),
-      "Model Garden BertPretrainerV2": lambda: build_model_garden(config),
+def entry_sequences_per_second(strategy, config: configs.BertConfig, records: str) -> float:
+  """`pretraining.pretrain` (run_pretraining's path) for 2 loops of --steps: sequences/s
+  between the wall times of the two loops' summaries, which frame one whole loop (the steps,
+  reading the metrics, the progress line, the summaries, a checkpoint when one is due)."""
+  with tempfile.TemporaryDirectory() as tmp:
+    config_file = os.path.join(tmp, "bert_config.json")
+    config.to_json_file(config_file)
+    output_dir = os.path.join(tmp, "run")
+    pretraining.pretrain(pretraining.PretrainArgs(
+        bert_config_file=config_file, input_file=records, output_dir=output_dir,
+        max_seq_length=FLAGS.max_seq_length,
+        max_predictions_per_seq=FLAGS.max_predictions_per_seq, do_train=True,
+        train_batch_size=FLAGS.batch_size, learning_rate=1e-4,
+        num_train_steps=2 * FLAGS.steps, num_warmup_steps=FLAGS.steps,
+        save_checkpoints_steps=FLAGS.save_checkpoints_steps or FLAGS.steps,
+        iterations_per_loop=FLAGS.steps, mixed_precision=FLAGS.mixed_precision,
+        jit_compile=FLAGS.jit_compile), strategy)
+    wall_times = {}
+    for path in glob.glob(os.path.join(output_dir, "events.out.tfevents.*")):
+      for record in tf.data.TFRecordDataset(path):
+        event = tf.compat.v1.Event.FromString(record.numpy())
+        if any(value.tag == "loss" for value in event.summary.value):
+          wall_times[event.step] = event.wall_time
+  seconds = wall_times[2 * FLAGS.steps] - wall_times[FLAGS.steps]
+  return FLAGS.steps * FLAGS.batch_size / seconds
+
+
+def bare_sequences_per_second(config: configs.BertConfig, records: str) -> float:
+  """The Model Garden's minimal loop: a tf.function step (forward and backward XLA-compiled
+  with --jit_compile, as ours) and apply_gradients, called once per batch from Python."""
+  model = build_model_garden(config)
+  optimizer = create_optimizer(10 * FLAGS.steps)
+  loss_scaling = isinstance(optimizer, tf_keras.mixed_precision.LossScaleOptimizer)
+
+  @tf.function(jit_compile=FLAGS.jit_compile)
+  def gradients(features):
+    with tf.GradientTape() as tape:
+      loss, _ = pretrainer.pretraining_loss(features, model(features, training=True))
+      scaled = optimizer.get_scaled_loss(loss) if loss_scaling else loss
+    grads = tape.gradient(scaled, model.trainable_variables)
+    return loss, optimizer.get_unscaled_gradients(grads) if loss_scaling else grads
+
+  @tf.function
+  def step(features):
+    loss, grads = gradients(features)
+    # BertPretrainerV2's next-sentence head reads [CLS] itself: the pooler gets no gradient.
+    optimizer.apply_gradients((g, v) for g, v in zip(grads, model.trainable_variables)
+                              if g is not None)
+    return loss
+
+  iterator = iter(offline_dataset_fn(records)())
+  for _ in range(FLAGS.steps):
+    step(next(iterator))
+  optimizer.iterations.numpy()
+  start = time.perf_counter()
+  for _ in range(FLAGS.steps):
+    loss = step(next(iterator))
+  loss.numpy()
+  return FLAGS.steps * FLAGS.batch_size / (time.perf_counter() - start)
+
+
+def side_fns(strategy, config: configs.BertConfig, records: str) -> dict:
+  """--sides -> a function returning that side's sequences/s."""
+  ours = lambda: pretrainer.build_pretrainer(config, FLAGS.max_seq_length,
+                                             FLAGS.max_predictions_per_seq)
+  fns = {
+      "entry": lambda: entry_sequences_per_second(strategy, config, records),
+      "loop": lambda: loop_sequences_per_second(strategy, ours, offline_dataset_fn(records)),
+      "garden": lambda: loop_sequences_per_second(strategy, lambda: build_model_garden(config),
+                                                  offline_dataset_fn(records)),
+      "bare": lambda: bare_sequences_per_second(config, records),
   }
-  rates = {name: 0.0 for name in model_fns}
+  unknown = set(FLAGS.sides) - set(fns)
+  if unknown:
+    raise app.UsageError(f"--sides: unknown {sorted(unknown)}; known {SIDES}")
+  return {side: fns[side] for side in FLAGS.sides}
+
+
+def measure(strategy, config: configs.BertConfig) -> dict:
+  """Each side's best sequences/s over --rounds alternated rounds, the peak and the FLOPs."""
+  compute_dtype = tf_keras.mixed_precision.global_policy().compute_dtype
+  peak = matmul_peak(FLAGS.matmul_size, tf.as_dtype(compute_dtype))
+  rates = {side: 0.0 for side in FLAGS.sides}
   with tempfile.TemporaryDirectory() as tmp:
     records = FLAGS.input_file or random_records(tmp, config, 4 * FLAGS.batch_size)
+    fns = side_fns(strategy, config, records)
     for _ in range(FLAGS.rounds):
-      for name, model_fn in model_fns.items():
-        rates[name] = max(rates[name], sequences_per_second(strategy, model_fn, records))
-  # Measured before and after the models, the better kept: on a shared machine a single
+      for side, fn in fns.items():
+        rates[side] = max(rates[side], fn())
+        logging.warning("%s: %.2f sequences/s", side, rates[side])
+  # Measured before and after the sides, the better kept: on a shared machine a single
   # measurement can be disturbed and understate the peak.
-  peak = max(peak_before, matmul_peak(FLAGS.matmul_size, tf.as_dtype(compute_dtype)))
+  peak = max(peak, matmul_peak(FLAGS.matmul_size, tf.as_dtype(compute_dtype)))
+  flops = training_flops_per_sequence(config, FLAGS.max_seq_length,
+                                      FLAGS.max_predictions_per_seq)
+  return dict(rates=rates, peak=peak, flops=flops, compute_dtype=compute_dtype)
+
+
+def print_results(config: configs.BertConfig, strategy, results: dict) -> None:
+  rates, peak, flops = results["rates"], results["peak"], results["flops"]
   print(f"config: L={config.num_hidden_layers} H={config.hidden_size} "
         f"A={config.num_attention_heads} I={config.intermediate_size} V={config.vocab_size}; "
         f"batch {FLAGS.batch_size} x seq {FLAGS.max_seq_length}, "
         f"{FLAGS.max_predictions_per_seq} predictions; precision {FLAGS.mixed_precision}, "
         f"jit_compile {FLAGS.jit_compile}; {strategy.num_replicas_in_sync} replica(s); "
-        f"best of {FLAGS.rounds} round(s) of {FLAGS.steps} timed steps")
-  print(f"matmul peak ({FLAGS.matmul_size}^2, {compute_dtype}): {peak / 1e12:.3f} TFLOP/s; "
-        f"training FLOPs per sequence: {flops / 1e9:.2f} GFLOP")
-  for name, rate in rates.items():
-    print(f"{name:32s} {rate:9.1f} sequences/s   MFU {100 * rate * flops / peak:5.1f}%")
-  ours, theirs = rates.values()
-  print(f"ours / Model Garden: {ours / theirs:.3f}")
+        f"best of {FLAGS.rounds} alternated round(s) of {FLAGS.steps} timed steps")
+  print(f"matmul peak ({FLAGS.matmul_size}^2, {results['compute_dtype']}): "
+        f"{peak / 1e12:.3f} TFLOP/s; training FLOPs per sequence: {flops / 1e9:.2f} GFLOP")
+  for side, rate in rates.items():
+    ratio = f"   {rate / rates['bare']:.3f}x bare" if rates.get("bare") else ""
+    print(f"{side:8s} {rate:9.2f} sequences/s   MFU {100 * rate * flops / peak:5.1f}%{ratio}")
+
+
+@dataclasses.dataclass(frozen=True)
+class SuiteRow:
+  preset: str
+  seq: int
+  precision: str
+  xla: bool
+
+  @property
+  def predictions(self) -> int:
+    return 20 if self.seq == 128 else 80  # The original's phase 1 and phase 2 settings.
+
+
+# --suite: presets and batch sizes. `tiny` stands small models in for Base and Large, at
+# shorter sequences, so that every row's code path runs on a CPU in seconds.
+SUITES = {
+    "gpu": dict(presets={"bert_base": "bert_base", "bert_large": "bert_large"},
+                seqs={128: 128, 512: 512},
+                batch={("bert_base", 128): 256, ("bert_base", 512): 64,
+                       ("bert_large", 128): 128, ("bert_large", 512): 32},
+                steps=20, matmul_size=8192),
+    "tiny": dict(presets={"bert_base": "small_bert_L2_H128", "bert_large": "small_bert_L4_H128"},
+                 seqs={128: 32, 512: 64}, batch={}, steps=2, matmul_size=256),
+}
+
+
+def run_suite(suite: str) -> None:
+  """One subprocess per row (a fresh GPU and dtype policy each), then the table."""
+  spec = SUITES[suite]
+  print(f"{'model':11s} {'seq':>4s} {'prec':5s} {'XLA':4s} {'batch':>5s} {'ours seq/s':>11s} "
+        f"{'bare seq/s':>11s} {'ours/bare':>9s} {'MFU':>6s} {'NVIDIA A100':>11s} "
+        f"{'ours/NVIDIA':>11s}", flush=True)
+  for preset, seq, precision, xla in itertools.product(
+      spec["presets"], (128, 512), ("fp16", "bf16"), (False, True)):
+    row = SuiteRow(preset, seq, precision, xla)
+    batch = spec["batch"].get((preset, seq), 4)
+    command = [sys.executable, os.path.abspath(__file__), f"--preset={spec['presets'][preset]}",
+               f"--max_seq_length={spec['seqs'][seq]}",
+               f"--max_predictions_per_seq={row.predictions * spec['seqs'][seq] // seq}",
+               f"--batch_size={batch}", f"--mixed_precision={precision}",
+               f"--jit_compile={xla}", f"--steps={spec['steps']}", "--sides=entry,bare",
+               f"--save_checkpoints_steps={1000 * spec['steps']}",
+               f"--matmul_size={spec['matmul_size']}", "--json_line"]
+    done = subprocess.run(command, capture_output=True, text=True)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode or not lines:
+      print(f"{preset:11s} {seq:4d} {precision:5s} {str(xla):4s} FAILED: "
+            f"{(done.stderr.strip().splitlines() or ['?'])[-1]}", flush=True)
+      continue
+    result = json.loads(lines[-1])
+    ours, bare = result["rates"]["entry"], result["rates"]["bare"]
+    mfu = ours * result["flops"] / result["peak"]
+    nvidia = NVIDIA_SEQ_PER_S.get((preset, seq))
+    print(f"{preset:11s} {seq:4d} {precision:5s} {str(xla):4s} {batch:5d} {ours:11.1f} "
+          f"{bare:11.1f} {ours / bare:9.3f} {100 * mfu:5.1f}% "
+          f"{nvidia if nvidia else '-':>11} "
+          f"{f'{ours / nvidia:.2f}x' if nvidia and suite == 'gpu' else '-':>11}", flush=True)
+  print("ours: run_pretraining's path (pretraining.pretrain: loop, metrics, summaries; no "
+        "checkpoint in the timed loop); bare: the Model Garden's minimal loop; MFU: ours over "
+        "the matmul peak in the row's precision. NVIDIA: BERT for TensorFlow2, one A100 80GB, "
+        "mixed precision (goal on an H100: at least 2x).")
+
+
+def main(argv):
+  del argv
+  if FLAGS.suite:
+    run_suite(FLAGS.suite)
+    return
+  config = (configs.BertConfig.from_json_file(FLAGS.bert_config_file) if FLAGS.bert_config_file
+            else configs.preset(FLAGS.preset))
+  strategy = distribute.get_strategy(FLAGS.distribution_strategy)
+  training.set_mixed_precision(FLAGS.mixed_precision)
+  results = measure(strategy, config)
+  if FLAGS.json_line:
+    print(json.dumps(results))
+    return
+  print_results(config, strategy, results)
   if FLAGS.dynamic_masking:
     with tempfile.TemporaryDirectory() as tmp:
       unmasked = random_records(tmp, config, 4 * FLAGS.batch_size, masked=False)
       pipeline = pipeline_batches_per_second(masked_dataset(unmasked, config))
-      trained = sequences_per_second(strategy, model_fns["bert_tf BertPretrainer"], unmasked,
-                                     lambda ctx: masked_dataset(unmasked, config, ctx))
+      trained = loop_sequences_per_second(
+          strategy, lambda: pretrainer.build_pretrainer(config, FLAGS.max_seq_length,
+                                                        FLAGS.max_predictions_per_seq),
+          lambda ctx: masked_dataset(unmasked, config, ctx))
     steps = trained / FLAGS.batch_size
     print(f"dynamic masking: the pipeline alone {pipeline:.1f} batches/s; our model trained "
           f"through it {trained:.1f} sequences/s = {steps:.2f} steps/s; the pipeline is "
