@@ -1,7 +1,10 @@
 """tf.data readers for fixed-length records.
 
-Static shapes throughout (`drop_remainder` on training batches) so XLA and TPUs compile one
-program. Under tf.distribute, pass the `InputContext` the strategy hands to
+Static shapes by default (`drop_remainder` on training batches) so XLA and TPUs compile one
+program. Training batches may instead be length-bucketed (`length_buckets`): records grouped
+by length and each batch cut to one of a few bucket lengths, so short sentences do not pay
+for max_seq_length of padding; the sequence dimension is then dynamic, with at most
+`length_buckets` values (one compiled program each under XLA). Under tf.distribute, pass the `InputContext` the strategy hands to
 `distribute_datasets_from_function`: each input pipeline then reads its own subset of files
 (or of records, when there are fewer files than pipelines) and batches its per-replica share.
 
@@ -123,7 +126,9 @@ def record_dataset(files: list[str],
                    shuffle_buffer: int = 10000,
                    cycle_length: int = 8,
                    seed: int | None = None,
-                   drop_remainder: bool | None = None) -> tf.data.Dataset:
+                   drop_remainder: bool | None = None,
+                   length_buckets: int = 0,
+                   records_per_epoch: int | None = None) -> tf.data.Dataset:
   """Batches of parsed records, renamed to model input names (see `schema.to_model_inputs`).
 
   Args:
@@ -133,11 +138,19 @@ def record_dataset(files: list[str],
     is_training: shuffle files and records, repeat forever, and drop the last partial batch.
     input_context: from `strategy.distribute_datasets_from_function`, or None.
     drop_remainder: defaults to `is_training`; evaluation keeps every record unless asked.
+    length_buckets: training only: with N > 0, batches of similar lengths (see
+      `length_bucketed`), their per-token features cut to one of N lengths.
+    records_per_epoch: with length_buckets, the number of records in `files`, if known: a
+      megabatch then holds at most an epoch (a small dataset's would hold each record
+      several times, and sorting would put the copies in one batch).
 
   Returns:
     A dataset of dicts: each feature's tensor of shape [batch, length] (int32 for int64
-    features, float32 for float features).
+    features, float32 for float features); per-token features [batch, None] when bucketed.
   """
+  if length_buckets and not is_training:
+    raise ValueError("length_buckets is for training batches: evaluation and prediction keep "
+                     "the records' order and length")
   if drop_remainder is None:
     drop_remainder = is_training
   if input_context is not None:
@@ -163,11 +176,98 @@ def record_dataset(files: list[str],
     # records twice before others once, which costs fine-tuning on small tasks (MRPC) points.
     ds = ds.shuffle(shuffle_buffer, seed=seed).repeat()
 
-  spec = schema.parse_spec(features)
-  ds = ds.batch(batch_size, drop_remainder=drop_remainder)
-  ds = ds.map(lambda records: schema.to_model_inputs(tf.io.parse_example(records, spec)),
-              num_parallel_calls=tf.data.AUTOTUNE)
+  if length_buckets:
+    megabatch_batches = MEGABATCH_BATCHES
+    if records_per_epoch:
+      megabatch_batches = max(1, min(megabatch_batches,
+                                     records_per_epoch // num_pipelines // batch_size))
+    ds = length_bucketed(ds, features, batch_size, length_buckets, seed, megabatch_batches)
+    ds = ds.map(schema.to_model_inputs, num_parallel_calls=tf.data.AUTOTUNE)
+  else:
+    spec = schema.parse_spec(features)
+    ds = ds.batch(batch_size, drop_remainder=drop_remainder)
+    ds = ds.map(lambda records: schema.to_model_inputs(tf.io.parse_example(records, spec)),
+                num_parallel_calls=tf.data.AUTOTUNE)
   return ds.prefetch(tf.data.AUTOTUNE).with_options(NO_AUTOTUNE_THREAD)
+
+
+# Batches whose records are sorted by length together, as Hugging Face's LengthGroupedSampler
+# does (its megabatches of 50 batches): enough that neighbours in the sorted order have close
+# lengths, few enough that the order stays random at the scale of an epoch.
+MEGABATCH_BATCHES = 50
+
+
+def bucket_width(sequence_length: int, length_buckets: int) -> int:
+  """The step between bucket lengths: sequence_length / length_buckets, rounded up to a
+  multiple of 8 (what matrix units tile by), so there are at most length_buckets of them."""
+  return -(-sequence_length // (8 * length_buckets)) * 8
+
+
+def length_bucketed(records: tf.data.Dataset, features: list[schema.Feature], batch_size: int,
+                    length_buckets: int, seed: int | None,
+                    megabatch_batches: int = MEGABATCH_BATCHES) -> tf.data.Dataset:
+  """Serialized training records (a shuffled, repeated stream) -> parsed batches of similar
+  lengths.
+
+  Each run of megabatch_batches * batch_size records of the stream (a megabatch) is sorted by
+  length, cut into batches, and the batches put in a random order (seeded), so lengths do not
+  rise in a saw-tooth: a megabatch's batches hold exactly its records, and every record is
+  drawn as often as unbucketed. Each batch's per-token features (`Feature.sequence_length`) are
+  cut to the shortest multiple of `bucket_width` that holds its longest sequence: positions
+  past a sequence's mask, which attention ignores and no loss reads, are all that is dropped.
+  """
+  sequence_length = _sequence_length(features)
+  width = bucket_width(sequence_length, length_buckets)
+  spec = schema.parse_spec(features)
+
+  def sorted_batches(shuffle_seed, serialized):
+    batch = tf.io.parse_example(serialized, spec)
+    by_length = tf.argsort(_longest_sequences(batch["input_mask"], sequence_length),
+                           stable=True)
+    batch_order = tf.random.experimental.stateless_shuffle(
+        tf.range(megabatch_batches), tf.stack([shuffle_seed, 0]))
+    return {name: tf.gather(tf.reshape(tf.gather(value, by_length),
+                                       [megabatch_batches, batch_size, value.shape[-1]]),
+                            batch_order)
+            for name, value in batch.items()}
+
+  def cut_to_bucket(batch):
+    longest = tf.reduce_max(_longest_sequences(batch["input_mask"], sequence_length))
+    length = tf.clip_by_value(-(-longest // width) * width, width, sequence_length)
+    return {f.name: _cut(batch[f.name], f, length) if f.sequence_length else batch[f.name]
+            for f in features}
+
+  megabatches = records.batch(megabatch_batches * batch_size, drop_remainder=True)
+  ds = tf.data.Dataset.zip(tf.data.Dataset.random(seed=seed), megabatches)
+  ds = ds.map(sorted_batches, num_parallel_calls=tf.data.AUTOTUNE).unbatch()
+  return ds.map(cut_to_bucket, num_parallel_calls=tf.data.AUTOTUNE)
+
+
+def _sequence_length(features: list[schema.Feature]) -> int:
+  """The one sequence length of the layout's per-token features; ValueError if there is none
+  (nothing to bucket by) or several."""
+  lengths = {f.sequence_length for f in features if f.sequence_length}
+  names = {f.name for f in features if f.sequence_length}
+  if len(lengths) != 1 or "input_mask" not in names:
+    raise ValueError(f"length buckets need per-token features of one sequence length, "
+                     f"input_mask among them; this layout has {sorted(names)} ({lengths})")
+  return lengths.pop()
+
+
+def _longest_sequences(mask: tf.Tensor, sequence_length: int) -> tf.Tensor:
+  """[batch, n * sequence_length] masks -> [batch]: each record's longest sequence."""
+  per_sequence = tf.reshape(mask, [tf.shape(mask)[0], -1, sequence_length])
+  return tf.reduce_max(tf.reduce_sum(per_sequence, -1), -1)
+
+
+def _cut(values: tf.Tensor, feature: schema.Feature, length: tf.Tensor) -> tf.Tensor:
+  """[batch, n * sequence_length] -> [batch, n * length]: each of the n sequences cut."""
+  num_sequences = feature.length // feature.sequence_length
+  if num_sequences == 1:
+    return values[:, :length]
+  batch = values.shape[0]  # Static: the reshapes keep it so.
+  per_sequence = tf.reshape(values, [batch, num_sequences, feature.sequence_length])
+  return tf.reshape(per_sequence[:, :, :length], [batch, num_sequences * length])
 
 
 def pretraining_dataset(input_patterns: str | list[str],

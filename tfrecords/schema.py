@@ -19,13 +19,27 @@ MODEL_INPUT_NAMES = {
 
 @dataclasses.dataclass(frozen=True)
 class Feature:
-  """One fixed-length feature of a record: name, dtype ("int64" | "float32"), length."""
+  """One fixed-length feature of a record: name, dtype ("int64" | "float32"), length.
+
+  `sequence_length` marks a per-token feature: one value per position of a zero-padded
+  sequence of that length (`length` is a multiple of it: a multiple-choice record holds one
+  sequence per ending). 0 for other features. Length-bucketed batches cut these, and only these,
+  to the batch's bucket length (`tfrecords.datasets`).
+  """
   name: str
   dtype: str
   length: int
+  sequence_length: int = 0
 
   def parse_spec(self) -> tf.io.FixedLenFeature:
     return tf.io.FixedLenFeature([self.length], getattr(tf, self.dtype))
+
+
+def token_features(max_seq_length: int, num_sequences: int = 1) -> list[Feature]:
+  """input_ids, input_mask, segment_ids: int64 [num_sequences * max_seq_length], each sequence
+  zero-padded to max_seq_length; the mask is 1 over each sequence's tokens, then 0."""
+  return [Feature(name, "int64", num_sequences * max_seq_length, max_seq_length)
+          for name in ("input_ids", "input_mask", "segment_ids")]
 
 
 def pretraining_features(max_seq_length: int, max_predictions_per_seq: int) -> list[Feature]:
@@ -36,10 +50,7 @@ def pretraining_features(max_seq_length: int, max_predictions_per_seq: int) -> l
   masked_lm_weights:                            float [max_predictions_per_seq], 1.0 real, 0.0 pad.
   next_sentence_labels:                         int64 [1]; 0 = B is the actual next, 1 = random.
   """
-  return [
-      Feature("input_ids", "int64", max_seq_length),
-      Feature("input_mask", "int64", max_seq_length),
-      Feature("segment_ids", "int64", max_seq_length),
+  return token_features(max_seq_length) + [
       Feature("masked_lm_positions", "int64", max_predictions_per_seq),
       Feature("masked_lm_ids", "int64", max_predictions_per_seq),
       Feature("masked_lm_weights", "float32", max_predictions_per_seq),
@@ -63,10 +74,7 @@ def classifier_features(max_seq_length: int, regression: bool = False) -> list[F
   is_real_example:                     int64 [1]; 0 for the padding examples that fill the
                                        last eval/predict batch to a static shape.
   """
-  return [
-      Feature("input_ids", "int64", max_seq_length),
-      Feature("input_mask", "int64", max_seq_length),
-      Feature("segment_ids", "int64", max_seq_length),
+  return token_features(max_seq_length) + [
       Feature("label_ids", "float32" if regression else "int64", 1),
       Feature("is_real_example", "int64", 1),
   ]
@@ -82,11 +90,7 @@ def multiple_choice_features(max_seq_length: int, num_choices: int) -> list[Feat
   is_real_example:                     int64 [1]; 0 for the padding examples of the last
                                        eval/predict batch.
   """
-  length = num_choices * max_seq_length
-  return [
-      Feature("input_ids", "int64", length),
-      Feature("input_mask", "int64", length),
-      Feature("segment_ids", "int64", length),
+  return token_features(max_seq_length, num_choices) + [
       Feature("label_ids", "int64", 1),
       Feature("is_real_example", "int64", 1),
   ]
@@ -99,11 +103,8 @@ def token_classification_features(max_seq_length: int) -> list[Feature]:
   label_ids:                           int64 [max_seq_length]; each word's label at its first
                                        wordpiece, -1 at every other position (ignored).
   """
-  return [
-      Feature("input_ids", "int64", max_seq_length),
-      Feature("input_mask", "int64", max_seq_length),
-      Feature("segment_ids", "int64", max_seq_length),
-      Feature("label_ids", "int64", max_seq_length),
+  return token_features(max_seq_length) + [
+      Feature("label_ids", "int64", max_seq_length, max_seq_length),
   ]
 
 
@@ -132,12 +133,7 @@ def squad_features(max_seq_length: int, is_training: bool) -> list[Feature]:
                                        when the window does not hold it or there is none.
   is_impossible:                       int64 [1]; 1 for a SQuAD v2.0 unanswerable question.
   """
-  features = [
-      Feature("unique_ids", "int64", 1),
-      Feature("input_ids", "int64", max_seq_length),
-      Feature("input_mask", "int64", max_seq_length),
-      Feature("segment_ids", "int64", max_seq_length),
-  ]
+  features = [Feature("unique_ids", "int64", 1)] + token_features(max_seq_length)
   if is_training:
     features += [
         Feature("start_positions", "int64", 1),

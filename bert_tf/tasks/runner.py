@@ -71,6 +71,7 @@ class RunArgs:
   mixed_precision: str = "none"
   jit_compile: bool = False
   export_dir: str | None = None
+  length_buckets: int = 8
 
 
 def resolve_files(args: RunArgs, max_seq_length: int) -> tuple[BertConfig, str]:
@@ -180,6 +181,14 @@ class Runner:
     self.is_chief = distribute.is_chief(strategy)
     self._predictions = {}  # split -> (examples, predictions): a split both scored and written.
     self.vocab_file = vocab_file
+    self.length_buckets = args.length_buckets
+    if args.length_buckets and task.loss_reads_padding:
+      logging.info("length buckets off: this task's loss reads the padding")
+      self.length_buckets = 0
+    if args.length_buckets and isinstance(strategy, tf.distribute.TPUStrategy):
+      # The loop of steps_per_loop steps is one TPU program: every batch needs one shape.
+      logging.info("TPU: length buckets off, every batch padded to max_seq_length")
+      self.length_buckets = 0
     tf.io.gfile.makedirs(args.output_dir)
 
   def _write_model_files(self) -> None:
@@ -220,7 +229,9 @@ class Runner:
               ctx=None) -> tf.data.Dataset:
     return datasets.record_dataset([records.path], self.task.record_layout(is_training),
                                    batch_size, is_training, input_context=ctx, seed=seed,
-                                   drop_remainder=True)
+                                   drop_remainder=True,
+                                   length_buckets=self.length_buckets if is_training else 0,
+                                   records_per_epoch=records.num_features)
 
   def init_fn(self, model: tf_keras.Model) -> None:
     """Loads --init_checkpoint into the encoder (the task's head stays freshly drawn)."""
@@ -352,7 +363,9 @@ class Runner:
             "train_records_sha256": training.file_sha256(train_records.path),
             **{name: getattr(args, name) for name in (
                 "train_batch_size", "learning_rates", "num_restarts", "num_train_epochs",
-                "warmup_proportion", "seed", "mixed_precision")}}
+                "warmup_proportion", "seed", "mixed_precision")},
+            # The order and shapes of the batches: a resumed run must draw the same ones.
+            "length_buckets": self.length_buckets}
 
   def sweep(self, train_records: SplitRecords, eval_records: list[SplitRecords]):
     """Fine-tunes once per (learning rate, restart); keeps the best on the task's primary

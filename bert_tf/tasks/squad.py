@@ -387,6 +387,7 @@ class SquadTask(FineTuningTask):
   (and evaluate, when it has answers) on --predict_file, as run_squad.py."""
   config_class = SquadConfig
   primary_metric = "f1"
+  loss_reads_padding = True  # The start/end softmax spans every position, padding included.
 
   def __init__(self, config: SquadConfig, train_file: str | None = None,
                predict_file: str | None = None, verbose_logging: bool = False):

@@ -89,12 +89,17 @@ class Features:
 class FineTuningTask(abc.ABC):
   """One fine-tuning task; see the module docstring for the order of its parts.
 
-  Subclasses set `config_class` (their TaskConfig) and `primary_metric`, and hold their
+  Subclasses set `config_class` (their TaskConfig), `primary_metric` and, if it applies,
+  `loss_reads_padding`, and hold their
   config in `self.config`. A task built by `from_config` alone (no data paths) must still
   build its model and serving module: that is how export uses it.
   """
   config_class: ClassVar[type[TaskConfig]] = TaskConfig
   primary_metric: ClassVar[str] = ""
+  # Whether the loss reads positions past a sequence's mask (SQuAD's softmax over every
+  # position, as the original's): such a task trains on batches padded to max_seq_length,
+  # since length buckets would change its loss.
+  loss_reads_padding: ClassVar[bool] = False
 
   def __init__(self, config: TaskConfig):
     self.config = config

@@ -1,0 +1,178 @@
+"""Length-bucketed training batches (`tfrecords.datasets.length_bucketed`): every record drawn
+as often as unbucketed, each batch cut to its bucket and nothing else, seeded; and, for every
+task's layout and model, a cut batch trains on the same loss as the same batch fully padded."""
+import collections
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf.configs import BertConfig
+from bert_tf.tasks.classification import ClassificationConfig, ClassificationTask
+from bert_tf.tasks.multiple_choice import MultipleChoiceConfig, MultipleChoiceTask
+from bert_tf.tasks.ner import NerConfig, NerTask
+from bert_tf.tasks.squad import SquadConfig, SquadTask
+from tfrecords import datasets, schema, writer
+
+SEQ = 32
+
+
+def _token_columns(rng, lengths: list[int], seq: int, record_id: int) -> dict:
+  """input_ids (record_id * 1000 + position + 1 over each sequence's tokens), input_mask,
+  segment_ids for sequences of the given lengths, each zero-padded to seq."""
+  ids, mask, segments = (np.zeros(len(lengths) * seq, np.int64) for _ in range(3))
+  for i, length in enumerate(lengths):
+    span = slice(i * seq, i * seq + length)
+    ids[span] = record_id * 1000 + np.arange(length) + 1
+    mask[span] = 1
+    segments[span] = rng.integers(0, 2, length)
+  return {"input_ids": ids, "input_mask": mask, "segment_ids": segments}
+
+
+def _write_choice_records(path: str, num_records: int, num_choices: int = 2) -> list[dict]:
+  rng = np.random.default_rng(0)
+  records = []
+  for r in range(num_records):
+    lengths = rng.integers(2, SEQ + 1, num_choices).tolist()
+    records.append({**_token_columns(rng, lengths, SEQ, r), "label_ids": np.array([r]),
+                    "is_real_example": np.array([1])})
+  writer.write_records(path, schema.multiple_choice_features(SEQ, num_choices), records)
+  return records
+
+
+def test_each_record_is_drawn_once_per_epoch_and_each_batch_is_cut_to_its_bucket(tmp_path):
+  # 200 records in batches of 4: a megabatch of 50 batches is an epoch, so over whole epochs
+  # the counts are exact (a megabatch's batches come out in a random order).
+  num_records, batch, epochs, buckets = 200, 4, 3, 4
+  path = str(tmp_path / "train.tf_record")
+  records = _write_choice_records(path, num_records)
+  layout = schema.multiple_choice_features(SEQ, 2)
+  ds = datasets.record_dataset([path], layout, batch, True, seed=7, length_buckets=buckets)
+  assert ds.element_spec["input_word_ids"].shape.as_list() == [batch, None]
+  width = datasets.bucket_width(SEQ, buckets)
+  assert width == 8
+  drawn, lengths = collections.Counter(), collections.Counter()
+  for features in ds.take(num_records * epochs // batch):
+    cut = features["input_word_ids"].shape[1] // 2
+    lengths[cut] += 1
+    longest = 0
+    for row in range(batch):
+      record = records[int(features["label_ids"][row, 0])]
+      drawn[int(features["label_ids"][row, 0])] += 1
+      for name, model_name in schema.MODEL_INPUT_NAMES.items():
+        expected = record[name].reshape(2, SEQ)[:, :cut].reshape(-1)
+        np.testing.assert_array_equal(features[model_name][row].numpy(), expected)
+      longest = max(longest, record["input_mask"].reshape(2, SEQ).sum(-1).max())
+    # The shortest bucket length that holds the batch's longest sequence.
+    assert cut == -(-longest // width) * width
+  assert set(drawn.values()) == {epochs} and len(drawn) == num_records
+  # Sorting megabatches makes most batches shorter than max_seq_length.
+  assert set(lengths) == {8, 16, 24, 32} and lengths[SEQ] < sum(lengths.values()) / 2
+
+
+def _labels_in_order(ds: tf.data.Dataset, steps: int) -> list[int]:
+  return [int(x) for f in ds.take(steps) for x in f["label_ids"][:, 0]]
+
+
+def test_batches_follow_the_seed(tmp_path):
+  path = str(tmp_path / "train.tf_record")
+  _write_choice_records(path, 200)
+  layout = schema.multiple_choice_features(SEQ, 2)
+
+  def order(seed):
+    return _labels_in_order(datasets.record_dataset(
+        [path], layout, 4, True, seed=seed, length_buckets=4), 100)
+
+  assert order(3) == order(3)
+  assert order(3) != order(4)
+
+
+def test_a_small_datasets_megabatch_holds_each_record_once(tmp_path):
+  """200 records in batches of 8 would make 400-record megabatches: every record twice,
+  the copies sorted side by side into one batch; one epoch per megabatch at most instead."""
+  path = str(tmp_path / "train.tf_record")
+  _write_choice_records(path, 200)
+  ds = datasets.record_dataset([path], schema.multiple_choice_features(SEQ, 2), 8, True,
+                               seed=1, length_buckets=4, records_per_epoch=200)
+  for features in ds.take(50):
+    labels = features["label_ids"][:, 0].numpy().tolist()
+    assert len(set(labels)) == len(labels), labels
+
+
+def test_length_buckets_are_for_training_only(tmp_path):
+  path = str(tmp_path / "eval.tf_record")
+  _write_choice_records(path, 8)
+  with pytest.raises(ValueError, match="length_buckets is for training"):
+    datasets.record_dataset([path], schema.multiple_choice_features(SEQ, 2), 4, False,
+                            length_buckets=4)
+
+
+def _task_records(kind: str, rng, num_records: int) -> list[dict]:
+  """Training records of a task's layout, every sequence at most SEQ // 2 tokens (so the
+  bucketed batch is cut) with labels that only point inside each sequence."""
+  records = []
+  for r in range(num_records):
+    num_sequences = 4 if kind == "multiple_choice" else 1
+    lengths = rng.integers(3, SEQ // 2 + 1, num_sequences).tolist()
+    record = _token_columns(rng, lengths, SEQ, 0)
+    record["input_ids"] = np.where(record["input_mask"] == 1,
+                                   rng.integers(1000, 2000, record["input_ids"].shape), 0)
+    if kind in ("classification", "multiple_choice"):
+      record["label_ids"] = rng.integers(0, num_sequences if num_sequences > 1 else 2, [1])
+      record["is_real_example"] = np.array([1])
+    elif kind == "squad":
+      start = int(rng.integers(0, lengths[0]))
+      record.update(unique_ids=np.array([r]), start_positions=np.array([start]),
+                    end_positions=np.array([int(rng.integers(start, lengths[0]))]),
+                    is_impossible=np.array([0]))
+    else:  # Tagging: a label on some tokens, -1 elsewhere (padding included).
+      labels = np.where(rng.random(SEQ) < 0.6, rng.integers(0, 3, SEQ), -1)
+      record["label_ids"] = np.where(record["input_mask"] == 1, labels, -1)
+    records.append(record)
+  return records
+
+
+TASKS = {
+    "classification": lambda: ClassificationTask(ClassificationConfig(
+        max_seq_length=SEQ, labels=["0", "1"])),
+    "squad": lambda: SquadTask(SquadConfig(max_seq_length=SEQ, doc_stride=8,
+                                           max_query_length=8)),
+    "ner": lambda: NerTask(NerConfig(max_seq_length=SEQ, labels=["O", "B-PER", "I-PER"])),
+    "ner_feature_based": lambda: NerTask(NerConfig(
+        max_seq_length=SEQ, labels=["O", "B-PER", "I-PER"], feature_based="concat_last_four",
+        lstm_units=8)),
+    "multiple_choice": lambda: MultipleChoiceTask(MultipleChoiceConfig(
+        max_seq_length=SEQ, num_choices=4)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TASKS))
+def test_a_cut_batch_has_the_loss_of_the_same_batch_fully_padded(name, tmp_path):
+  """What bucketing drops is padding: each task's model and loss (no dropout) give the same
+  loss on a batch cut to half of max_seq_length as on it padded to max_seq_length, except
+  where the task says its loss reads the padding (SQuAD's softmax over every position: the
+  runner trains it unbucketed)."""
+  task = TASKS[name]()
+  kind = "ner" if name.startswith("ner") else name
+  num_records = 8
+  path = str(tmp_path / "train.tf_record")
+  layout = task.record_layout(True)
+  writer.write_records(path, layout, _task_records(kind, np.random.default_rng(1), num_records))
+  config = BertConfig(vocab_size=2000, hidden_size=32, num_hidden_layers=4,
+                      num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)
+  tf.keras.utils.set_random_seed(0)
+  model = task.build_model(config)
+
+  def loss(length_buckets):
+    # One batch of every record: the loss is a mean over them, whatever their order.
+    [batch] = datasets.record_dataset([path], layout, num_records, True, seed=0,
+                                      length_buckets=length_buckets,
+                                      records_per_epoch=num_records).take(1)
+    return batch["input_word_ids"].shape[1], task.loss(batch, model(batch, training=False))[0]
+
+  padded_length, padded_loss = loss(0)
+  cut_length, cut_loss = loss(4)
+  num_sequences = 4 if kind == "multiple_choice" else 1
+  assert (padded_length, cut_length) == (num_sequences * SEQ, num_sequences * SEQ // 2)
+  same = np.allclose(cut_loss.numpy(), padded_loss.numpy(), rtol=1e-5)
+  assert same != task.loss_reads_padding, (cut_loss, padded_loss)
