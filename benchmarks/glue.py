@@ -6,6 +6,12 @@ recipe (batch 32, 3 epochs, lr 5e-5, max_seq_length 128, 10% warmup). Peer: hf_g
 
 Prints one JSON line: dev metrics, training steps, training wall time (model build, checkpoint
 load and tracing included) and training examples/s.
+
+Length-bucketed batches against transformers' padding (issue #13): alternate, one job at a
+time, `--length_buckets=8` and `--length_buckets=0` here with hf_glue_peer.py's default
+(padding to max_length) and `--padding=longest --group_by_length`, same seed. SST-2 on a
+subset: `mkdir -p /tmp/sst2_4k && head -4001 $GLUE/SST-2/train.tsv > /tmp/sst2_4k/train.tsv &&
+cp $GLUE/SST-2/dev.tsv /tmp/sst2_4k/` (the first 4,000 training sentences, all of dev).
 """
 import json
 import shutil
@@ -31,6 +37,9 @@ flags.DEFINE_integer("max_seq_length", 128, "Sequence length.")
 flags.DEFINE_integer("seed", 12345, "Seed.")
 flags.DEFINE_integer("iterations_per_loop", 50, "Steps per tf.function call.")
 flags.DEFINE_bool("jit_compile", False, "Compile the training step with XLA.")
+flags.DEFINE_integer("length_buckets", runner.RunArgs.length_buckets,
+                     "Length-bucketed training batches (run_classifier's --length_buckets); 0: "
+                     "every batch padded to max_seq_length.")
 
 
 def main(argv):
@@ -42,10 +51,12 @@ def main(argv):
       do_eval=True, train_batch_size=FLAGS.train_batch_size, eval_batch_size=32,
       learning_rates=(FLAGS.learning_rate,), num_train_epochs=FLAGS.num_train_epochs,
       seed=FLAGS.seed, iterations_per_loop=FLAGS.iterations_per_loop,
-      save_checkpoints_steps=100000, jit_compile=FLAGS.jit_compile)
+      save_checkpoints_steps=100000, jit_compile=FLAGS.jit_compile,
+      length_buckets=FLAGS.length_buckets)
   best = runner.run(task, args, distribute.get_strategy("one_device"))["best"]
   print(json.dumps({
-      "impl": "bert_tf", "task": FLAGS.task_name, "steps": best.pop("global_step"),
+      "impl": "bert_tf", "task": FLAGS.task_name, "length_buckets": FLAGS.length_buckets,
+      "steps": best.pop("global_step"),
       "train_seconds": round(best.pop("train_seconds"), 1),
       "train_examples_per_s": round(best.pop("examples_per_second"), 2),
       "learning_rate": best.pop("learning_rate"), "seed": best.pop("seed"),

@@ -15,6 +15,8 @@ layer on the pooled output, dropout 0.1); inputs padded to max_seq_length, pairs
 longest-first; AdamW (eps 1e-6, weight decay 0.01 except biases and LayerNorm), linear warmup
 over 10% then linear decay, gradient clipping at global norm 1.0; int(N / batch * epochs) steps
 over a reshuffled stream of the training set (--original_schedule: bert_tf's decay from step 0).
+--padding=longest and --group_by_length: Trainer's dynamic padding and length-grouped batches
+(transformers' fastest settings; the default pads to max_length, run_glue's default).
 Prints one JSON line like benchmarks/glue.py.
 
 --time_steps=N: instead, the peer of benchmarks/train_step.py: N warm-up then N timed training
@@ -57,6 +59,11 @@ def main():
   parser.add_argument("--original_schedule", action="store_true",
                       help="Decay the learning rate from step 0 as google-research/bert "
                       "does, instead of from the end of warmup as transformers does.")
+  parser.add_argument("--padding", choices=("max_length", "longest"), default="max_length",
+                      help="max_length: run_glue's default (--pad_to_max_length); longest: "
+                      "Trainer's dynamic padding, each batch to its longest sequence.")
+  parser.add_argument("--group_by_length", action="store_true",
+                      help="Trainer's --group_by_length: batches of similar lengths.")
   parser.add_argument("--time_steps", type=int, default=0,
                       help="Only time this many training steps on one batch (after as many "
                       "untimed).")
@@ -85,7 +92,8 @@ def main():
                args.time_steps)
     return
   losses = []
-  for step, batch in enumerate(batches(train, args.train_batch_size, num_steps, args.seed), 1):
+  for step, batch in enumerate(batches(train, args.train_batch_size, num_steps, args.seed,
+                                       args.padding, args.group_by_length), 1):
     losses.append(train_step(model, optimizer, batch).item())
     if step % 50 == 0 or step == num_steps:  # as bert_tf's training log: the running mean
       print(f"step {step}/{num_steps} | loss {np.mean(losses):.4f} | learning_rate "
@@ -104,6 +112,7 @@ def main():
   print(json.dumps({
       "impl": impl(),
       "schedule": "original" if args.original_schedule else "transformers", "seed": args.seed,
+      "padding": args.padding, "group_by_length": args.group_by_length,
       "task": args.task_name, "train_examples": num_examples, "steps": num_steps,
       "train_seconds": round(train_s, 1),
       "train_examples_per_s": round(num_steps * args.train_batch_size / train_s, 2),

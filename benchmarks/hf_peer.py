@@ -7,24 +7,41 @@ import time
 
 import torch
 import transformers
+import transformers.trainer_pt_utils
 
 
 def impl() -> str:
   return f"hf_transformers {transformers.__version__} torch {torch.__version__}"
 
 
-def batches(data, batch_size, num_steps, seed):
-  """num_steps batches of indices from a stream of reshuffled epochs (remainders carry on)."""
+def batches(data, batch_size, num_steps, seed, padding="max_length", group_by_length=False):
+  """num_steps batches of indices from a stream of reshuffled epochs (remainders carry on).
+
+  The data come padded to max_length. padding="longest" cuts each batch to its longest
+  sequence, as transformers' DataCollatorWithPadding pads (Trainer's dynamic padding);
+  group_by_length orders each epoch with Trainer's LengthGroupedSampler (megabatches of 50
+  batches sorted by length; --group_by_length).
+  """
   rng = random.Random(seed)
   n = len(data["input_ids"])
+  lengths = data["attention_mask"].sum(-1)
+  generator = torch.Generator().manual_seed(seed)
   stream = []
   for _ in range(num_steps):
     while len(stream) < batch_size:
-      order = list(range(n))
-      rng.shuffle(order)
+      if group_by_length:
+        order = list(transformers.trainer_pt_utils.LengthGroupedSampler(
+            batch_size, lengths=lengths.tolist(), generator=generator))
+      else:
+        order = list(range(n))
+        rng.shuffle(order)
       stream += order
     idx, stream = stream[:batch_size], stream[batch_size:]
-    yield {k: v[idx] for k, v in data.items()}
+    batch = {k: v[idx] for k, v in data.items()}
+    if padding == "longest":
+      longest = int(lengths[idx].max())
+      batch = {k: v[:, :longest] if v.dim() == 2 else v for k, v in batch.items()}
+    yield batch
 
 
 def train_step(model, optimizer, batch):
