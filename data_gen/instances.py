@@ -13,7 +13,9 @@ instances are shuffled among themselves, so memory stays bounded whatever the co
 
 Numpy only: this runs in the data generator's worker processes, which never import TensorFlow.
 """
+import concurrent.futures
 import dataclasses
+import multiprocessing
 import os
 import random
 import threading
@@ -264,6 +266,25 @@ def chunk_records(chunk: TokenizedChunk, chunk_index: int, config: PretrainingDa
   shuffle = np.random.default_rng(np.random.SeedSequence([config.random_seed, chunk_index]))
   return ChunkRecords(path=path, lengths=np.array(lengths, np.int64),
                       order=shuffle.permutation(len(lengths)), **stats)
+
+
+def start_workers(num_workers: int) -> concurrent.futures.ProcessPoolExecutor:
+  """The data generator's worker processes (for `chunk_records`), all started now.
+
+  Spawned (TensorFlow is not fork-safe), each loads Python, numpy and this module (~0.4 s):
+  a caller that starts them before importing TensorFlow has them ready when its tokenizer is
+  (create_pretraining_data does). Here, not in `pipeline`, which imports TensorFlow.
+  """
+  if num_workers < 1:
+    raise ValueError(f"--num_workers={num_workers}: must be >= 1")
+  pool = concurrent.futures.ProcessPoolExecutor(
+      num_workers, mp_context=multiprocessing.get_context("spawn"),
+      initializer=exit_with_parent, initargs=(os.getpid(),))
+  # The pool spawns a worker per submission that finds none idle: one no-op each starts
+  # them all now, rather than as the first chunks arrive.
+  for _ in range(num_workers):
+    pool.submit(int)
+  return pool
 
 
 def exit_with_parent(parent_pid: int) -> None:

@@ -21,7 +21,6 @@ import contextlib
 import dataclasses
 import glob
 import json
-import multiprocessing
 import os
 import re
 import shutil
@@ -158,7 +157,8 @@ def create_pretraining_data(input_files: list[str],
                             config: PretrainingDataConfig,
                             num_workers: int,
                             chunk_chars: int = documents_lib.CHUNK_CHARS,
-                            progress_seconds: float = 30.0) -> dict:
+                            progress_seconds: float = 30.0,
+                            workers: concurrent.futures.Executor | None = None) -> dict:
   """Writes the pretraining records of `input_files` round-robin to `output_files`.
 
   Args:
@@ -169,6 +169,9 @@ def create_pretraining_data(input_files: list[str],
     num_workers: worker processes.
     chunk_chars: the chunk size; part of what the output depends on (like the seed).
     progress_seconds: how often a progress line goes to stderr.
+    workers: the `num_workers` workers, already started (`instances.start_workers`:
+      create_pretraining_data starts them before it loads TensorFlow); default: started here.
+      Shut down as the job ends.
 
   Returns:
     The stats, also written as JSON to `stats_path(output_files[0])`.
@@ -176,8 +179,6 @@ def create_pretraining_data(input_files: list[str],
   Raises:
     ValueError: the corpus holds no document, or an output file is not local.
   """
-  if num_workers < 1:
-    raise ValueError(f"--num_workers={num_workers}: must be >= 1")
   # The scratch, the stats and the check for other shards are local file operations, which
   # would take gs://bucket/x for a local folder "gs:".
   remote = [p for p in output_files if "://" in p]
@@ -198,9 +199,7 @@ def create_pretraining_data(input_files: list[str],
     spill_dir = scratch_dir(output_files[0], str(os.getpid()))
     os.makedirs(spill_dir)
     stack.callback(shutil.rmtree, spill_dir, ignore_errors=True)
-    pool = concurrent.futures.ProcessPoolExecutor(
-        num_workers, mp_context=multiprocessing.get_context("spawn"),
-        initializer=instances_lib.exit_with_parent, initargs=(os.getpid(),))
+    pool = workers or instances_lib.start_workers(num_workers)
     # Closed last, and on an error without running the chunks still queued.
     stack.callback(pool.shutdown, wait=True, cancel_futures=True)
     shards = [stack.enter_context(writer_lib.AtomicRecordWriter(p)) for p in output_files]

@@ -6,6 +6,7 @@ import dataclasses
 import errno
 import gzip
 import json
+import multiprocessing
 import os
 import random
 import re
@@ -333,19 +334,24 @@ def test_the_workers_record_files_are_removed_whatever_happens(tokenizer, corpus
   assert os.listdir(tmp_path / "failed") == [] and os.listdir(tmpdir) == []
 
 
-def test_the_workers_import_no_tensorflow(tokenizer, corpus, tmp_path, monkeypatch):
-  """A spawned worker imports the modules of what it runs; TensorFlow would cost each of them
-  ~700 MB and seconds to start."""
-  pools = []
-  monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", lambda n, **kwargs: (
-      pools.append(kwargs) or concurrent.futures.ThreadPoolExecutor(n)))
-  small = tmp_path / "small.txt"
-  small.write_text("\n".join(corpus[1][0]), encoding="utf-8")
-  _generate(str(tmp_path / "out"), tokenizer, str(small), PretrainingDataConfig(dupe_factor=1))
-  modules = {pools[0]["initializer"].__module__, instances.chunk_records.__module__}
-  code = f"import sys, {', '.join(modules)}; print('tensorflow' in sys.modules)"
-  assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                        check=True).stdout == "False\n"
+def test_the_workers_start_at_once_and_never_load_tensorflow(tokenizer, corpus, tmp_path):
+  """All workers are up when start_workers returns (create_pretraining_data starts them before
+  it loads TensorFlow, so they boot meanwhile), and a worker that has made a chunk's records
+  holds numpy, not TensorFlow, tf_keras, the Model Garden or bert_tf, which would cost each
+  of them seconds to start and ~700 MB."""
+  config = PretrainingDataConfig(max_seq_length=SEQ, max_predictions_per_seq=PRED)
+  chunk = documents.tokenize_chunk(tokenizer, corpus[1][:3])
+  before = set(multiprocessing.active_children())
+  with instances.start_workers(2) as workers:
+    assert len(set(multiprocessing.active_children()) - before) == 2
+  # One worker, so that both calls below reach the same one.
+  with instances.start_workers(1) as workers:
+    made = workers.submit(instances.chunk_records, chunk, 0, config,
+                          masking.VocabInfo.from_tokenizer(tokenizer), str(tmp_path / "c"))
+    assert len(made.result()) > 0
+    loaded = workers.submit(eval, "{m.split('.')[0] for m in __import__('sys').modules}")
+    assert "numpy" in loaded.result()
+    assert not loaded.result() & {"tensorflow", "tf_keras", "keras", "official", "bert_tf"}
 
 
 def _no_space_left(*args):
@@ -564,8 +570,9 @@ def test_config_round_trips_through_json():
   assert PretrainingDataConfig.from_json(config.to_json()) == config
 
 
-def _cli(*flags):
-  return subprocess.run([sys.executable, "-m", "data_gen.create_pretraining_data", *flags],
+def _cli(*flags, python_flags=()):
+  return subprocess.run([sys.executable, *python_flags, "-m", "data_gen.create_pretraining_data",
+                         *flags],
                         capture_output=True, text=True, timeout=300,
                         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
 
@@ -585,6 +592,20 @@ def test_cli_writes_shards_stats_and_a_summary(corpus, tmp_path):
   assert sum(1 for _ in tf.data.TFRecordDataset(shards)) == stats["instances"] > 0
   assert f"instances {stats['instances']:,}" in result.stdout
   assert re.search(r"[\d,]+ instances \([\d,]+/s\)", result.stderr)   # the progress line
+
+
+def test_a_run_loads_neither_the_trainer_nor_the_model_garden(corpus, tmp_path):
+  """bert_tf.cli, which imports the trainer and the Model Garden (~0.5 s of start-up), is
+  imported only to report a user's error (the other tests here check those lines)."""
+  small = tmp_path / "small.txt"
+  small.write_text("\n".join(corpus[1][0]), encoding="utf-8")
+  result = _cli(f"--input_file={small}", f"--output_file={tmp_path / 'pretrain.tfrecord'}",
+                f"--vocab_file={VOCAB}", "--max_seq_length=64", "--dupe_factor=1",
+                "--num_workers=1", python_flags=["-X", "importtime"])
+  assert result.returncode == 0, result.stderr[-3000:]
+  imported = set(re.findall(r"^import time:.*\| +([\w.]+)$", result.stderr, re.MULTILINE))
+  assert {"tensorflow", "bert_tf.tokenization", "data_gen.pipeline"} <= imported
+  assert not imported & {"bert_tf.cli", "bert_tf.training", "official"}
 
 
 def test_shards_of_another_count_are_refused_not_mixed(corpus, tmp_path):
