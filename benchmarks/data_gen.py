@@ -16,12 +16,27 @@ with TensorFlow (import it, build the tokenizer, tokenize) is measured too. "Onc
 rates leave out importing TensorFlow and building the tokenizer (for the original: from its
 "Reading from input files" log line to "Wrote").
 
+With --rounds=N, the 1x runs go N times, alternated (ours, original, ours, original, ...),
+and each round's ratio is printed; --baseline_repo=DIR adds another checkout's
+create_pretraining_data to each round (e.g. an earlier commit, for a before/after).
+
+--startup_only measures start-up alone: the main process's phases one at a time, in a fresh
+process each round (python and the flags, starting the workers, importing TensorFlow, the
+rest of the imports, building the tokenizer, its first call, bert_tf.cli, the workers ready,
+the first chunk tokenized and made into records by a worker), then the CLI end to end on
+one document (start-up and a trivial job), alternated with the original (and the baseline).
+
   python benchmarks/data_gen.py                      # 4 MB corpus, ~100k instances
   python benchmarks/data_gen.py --corpus_mb=1 --skip_original
+  python benchmarks/data_gen.py --startup_only --rounds=5
 """
+import collections
+import filecmp
+import json
 import os
 import random
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -49,6 +64,11 @@ flags.DEFINE_integer("num_workers", None, "Ours: worker processes (default: all 
 flags.DEFINE_bool("skip_original", False, "Only run ours (the original takes minutes).")
 flags.DEFINE_bool("skip_10x", False, "Skip the 10x corpus run.")
 flags.DEFINE_string("work_dir", None, "Where corpora and outputs go (default: a temp dir).")
+flags.DEFINE_integer("rounds", 1, "Runs of each side on the 1x corpus, alternated.")
+flags.DEFINE_string("baseline_repo", None, "A checkout of this project (another commit) whose "
+                    "create_pretraining_data runs in each round too, as 'baseline'.")
+flags.DEFINE_bool("startup_only", False, "Measure start-up only: its phases, and the CLIs on "
+                  "one document.")
 
 FLAGS = flags.FLAGS
 
@@ -111,12 +131,16 @@ class _MemorySampler(threading.Thread):
       self.done.wait(0.2)
 
 
-def _run(args: list[str]) -> dict:
-  """Runs a command, returning its wall time, peak memory and output."""
-  env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _run(args: list[str], repo: str = REPO) -> dict:
+  """Runs a command in `repo` (its packages first on the path), returning its wall time, peak
+  memory and output."""
+  env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": repo}
   start = time.monotonic()
   proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          env=env)
+                          env=env, cwd=repo)
   sampler = _MemorySampler(proc.pid)
   sampler.start()
   out, err = proc.communicate()
@@ -137,12 +161,14 @@ def _common_flags(corpus: str, output: str) -> list[str]:
           f"--dupe_factor={FLAGS.dupe_factor}"]
 
 
-def run_ours(corpus: str, out_dir: str) -> dict:
+def run_ours(corpus: str, out_dir: str, repo: str = REPO, name: str = "ours") -> dict:
+  """Our create_pretraining_data (that of the checkout `repo`), 4 shards `<name>.tfrecord-*`."""
   args = [sys.executable, "-m", "data_gen.create_pretraining_data",
-          *_common_flags(corpus, os.path.join(out_dir, "ours.tfrecord")), "--num_output_shards=4"]
+          *_common_flags(corpus, os.path.join(out_dir, f"{name}.tfrecord")),
+          "--num_output_shards=4"]
   if FLAGS.num_workers:
     args.append(f"--num_workers={FLAGS.num_workers}")
-  result = _run(args)
+  result = _run(args, repo)
   instances = int(re.search(r"instances ([\d,]+)", result["stdout"]).group(1).replace(",", ""))
   seconds = float(re.search(r"([\d.]+) s, ", result["stdout"]).group(1))
   return {**result, "instances": instances, "job_seconds": seconds}
@@ -177,12 +203,147 @@ def tensorflow_floor_mb() -> float:
 
 def _line(name: str, r: dict) -> str:
   rate = r["instances"] / r["wall"]
-  return (f"{name:<14} {r['instances']:>10,} {r['wall']:>8.1f} {rate:>12,.0f} "
+  return (f"{name:<16} {r['instances']:>10,} {r['wall']:>8.1f} {rate:>12,.0f} "
           f"{r['total_mb']:>10,.0f} {r['main_mb']:>10,.0f} {r['worker_mb']:>10,.0f}")
 
 
+def _rate(r: dict, seconds: str = "wall") -> float:
+  return r["instances"] / r[seconds]
+
+
+def _same_shards(out_dir: str, a: str, b: str) -> bool:
+  return all(filecmp.cmp(os.path.join(out_dir, f"{a}.tfrecord-{i:05d}-of-00004"),
+                         os.path.join(out_dir, f"{b}.tfrecord-{i:05d}-of-00004"), shallow=False)
+             for i in range(4))
+
+
+def end_to_end(work: str, corpus: str) -> None:
+  """The 1x corpus, --rounds times, each side in turn; then ours on the 10x corpus."""
+  runs = collections.defaultdict(list)
+  for _ in range(FLAGS.rounds):
+    runs["ours 1x"].append(run_ours(corpus, work))
+    if FLAGS.baseline_repo:
+      runs["baseline 1x"].append(run_ours(corpus, work, FLAGS.baseline_repo, "baseline"))
+    if not FLAGS.skip_original:
+      runs["original 1x"].append(run_original(corpus, work))
+  if not FLAGS.skip_10x:
+    corpus_10x = os.path.join(work, "corpus_10x.txt")
+    write_corpus(corpus_10x, 10 * FLAGS.corpus_mb, seed=1)
+    runs["ours 10x"].append(run_ours(corpus_10x, work))
+  print(f"\n{'run':<16} {'instances':>10} {'wall s':>8} {'instances/s':>12} "
+        f"{'peak RSS':>10} {'main':>10} {'a worker':>10}  (MB; peak RSS = main + workers)")
+  for name, results in runs.items():
+    for i, r in enumerate(results):
+      print(_line(name if len(results) == 1 else f"{name} #{i + 1}", r))
+  print(f"floor: a process holding TensorFlow and the tokenizer peaks at "
+        f"{tensorflow_floor_mb():,.0f} MB RSS\n")
+  for name, results in runs.items():
+    for r in results:
+      print(f"{name}: {_rate(r, 'job_seconds'):,.0f} instances/s once started "
+            f"({r['job_seconds']:.1f} s of {r['wall']:.1f} s wall; the rest is start-up: "
+            "importing TensorFlow, building the tokenizer)")
+  if FLAGS.baseline_repo:  # the last runs of both wrote the 1x shards
+    print(f"\nours and the baseline wrote the same shards: {_same_shards(work, 'ours', 'baseline')}")
+  for other in ("original", "baseline"):
+    if runs[f"{other} 1x"]:
+      walls = [_rate(o) / _rate(t) for o, t in zip(runs["ours 1x"], runs[f"{other} 1x"])]
+      started = [_rate(o, "job_seconds") / _rate(t, "job_seconds")
+                 for o, t in zip(runs["ours 1x"], runs[f"{other} 1x"])]
+      print(f"\nours against the {other} on the 1x corpus, round by round: end to end (wall) "
+            f"{', '.join(f'{w:.1f}x' for w in walls)} (median {statistics.median(walls):.1f}x); "
+            f"once started {', '.join(f'{w:.1f}x' for w in started)}")
+  if runs["original 1x"] and runs["ours 10x"]:
+    ratio = _rate(runs["ours 10x"][0]) / statistics.median(map(_rate, runs["original 1x"]))
+    print(f"ours on the 10x corpus end to end, against the original's 1x rate: {ratio:.1f}x "
+          "(the original holds the whole corpus in memory; its rate does not grow with size)")
+
+
+# The main process's start-up, one phase at a time, in a fresh process (argv: the launch time,
+# then the settings as JSON). The CLI does the same work, the workers booting during the imports.
+_PROBE = """
+import importlib, json, sys, time
+launched, settings = float(sys.argv[1]), json.loads(sys.argv[2])
+phases = [("python up", time.time() - launched)]
+def step(name, f):
+  start = time.monotonic()
+  value = f()
+  phases.append((name, time.monotonic() - start))
+  return value
+step("absl and the flags module", lambda: importlib.import_module(
+    "data_gen.create_pretraining_data"))
+from data_gen import instances
+def start_workers():
+  workers = instances.start_workers(settings["num_workers"])
+  for f in [workers.submit(int) for _ in range(settings["num_workers"])]:
+    f.result()
+  return workers
+workers = step("workers started and ready (overlapped in the CLI)", start_workers)
+step("import tensorflow (tf_keras with it)", lambda: importlib.import_module("tensorflow"))
+step("import tensorflow_text", lambda: importlib.import_module("tensorflow_text"))
+step("the job's other modules", lambda: [importlib.import_module(m) for m in (
+    "bert_tf.tokenization", "bert_tf.output_lock", "data_gen.pipeline", "tfrecords.datasets")])
+from bert_tf import tokenization
+from data_gen import documents, masking
+from data_gen.config import PretrainingDataConfig
+tokenizer = step("FullTokenizer (vocab, case check, wordpiece model)",
+                 lambda: tokenization.FullTokenizer(settings["vocab_file"]))
+step("the character classes (in the first call)", tokenization._char_classes)
+step("the tokenizer's first call (its trace)", lambda: tokenizer.tokenize_ids(["Warm up."]))
+docs = step("first chunk read", lambda: next(documents.chunk_documents(
+    documents.read_documents([settings["corpus"]], documents.ReadStats()))))
+chunk = step("first chunk tokenized", lambda: documents.tokenize_chunk(tokenizer, docs))
+config = PretrainingDataConfig(**settings["config"])
+step("first chunk's records (in a worker)", lambda: workers.submit(
+    instances.chunk_records, chunk, 0, config, masking.VocabInfo.from_tokenizer(tokenizer),
+    settings["scratch"]).result())
+step("bert_tf.cli (imported only to report an error now)",
+     lambda: importlib.import_module("bert_tf.cli"))
+workers.shutdown()
+print(json.dumps(phases))
+"""
+
+
+def startup_phases(corpus: str, work: str) -> list[tuple[str, float]]:
+  """One run of _PROBE: [(phase, seconds)]."""
+  settings = {"num_workers": FLAGS.num_workers or len(os.sched_getaffinity(0)),
+              "vocab_file": FLAGS.vocab_file, "corpus": corpus,
+              "scratch": os.path.join(work, "probe-chunk"),
+              "config": {"max_seq_length": FLAGS.max_seq_length,
+                         "max_predictions_per_seq": FLAGS.max_predictions_per_seq,
+                         "dupe_factor": FLAGS.dupe_factor}}
+  out = subprocess.run([sys.executable, "-c", _PROBE, str(time.time()), json.dumps(settings)],
+                       capture_output=True, text=True, check=True, cwd=REPO,
+                       env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": REPO})
+  return json.loads(out.stdout.splitlines()[-1])
+
+
+def startup(work: str, corpus: str) -> None:
+  """--startup_only: the phases, then the CLIs on one document, --rounds times in turn."""
+  one_document = os.path.join(work, "one_document.txt")
+  with open(corpus, encoding="utf-8") as f, open(one_document, "w", encoding="utf-8") as out:
+    out.write(f.read(200_000).split("\n\n")[0] + "\n")
+  phases, walls = [], collections.defaultdict(list)
+  for _ in range(FLAGS.rounds):
+    phases.append(startup_phases(corpus, work))
+    walls["ours"].append(run_ours(one_document, work)["wall"])
+    if FLAGS.baseline_repo:
+      walls["baseline"].append(run_ours(one_document, work, FLAGS.baseline_repo, "baseline")["wall"])
+    if not FLAGS.skip_original:
+      walls["original"].append(run_original(one_document, work)["wall"])
+  print(f"\nstart-up phases, one at a time, s (median of {len(phases)} fresh processes; "
+        "each round's in brackets):")
+  for i, (name, _) in enumerate(phases[0]):
+    values = [p[i][1] for p in phases]
+    print(f"  {name:<52} {statistics.median(values):6.2f}  "
+          f"[{' '.join(f'{v:.2f}' for v in values)}]")
+  print("\nthe CLI end to end on one document (start-up and a trivial job), s:")
+  for name, values in walls.items():
+    print(f"  {name:<10} median {statistics.median(values):6.2f}  "
+          f"[{' '.join(f'{v:.2f}' for v in values)}]")
+
+
 def main(_):
-  work = FLAGS.work_dir or tempfile.mkdtemp(prefix="data_gen_bench_")
+  work = os.path.abspath(FLAGS.work_dir or tempfile.mkdtemp(prefix="data_gen_bench_"))
   os.makedirs(work, exist_ok=True)
   corpus = os.path.join(work, "corpus_1x.txt")
   docs = write_corpus(corpus, FLAGS.corpus_mb)
@@ -190,36 +351,10 @@ def main(_):
         f"{len(os.sched_getaffinity(0))}; flags: max_seq_length={FLAGS.max_seq_length} "
         f"max_predictions_per_seq={FLAGS.max_predictions_per_seq} "
         f"dupe_factor={FLAGS.dupe_factor}", flush=True)
-  header = (f"{'run':<14} {'instances':>10} {'wall s':>8} {'instances/s':>12} "
-            f"{'peak RSS':>10} {'main':>10} {'a worker':>10}  (MB; peak RSS = main + workers)")
-  runs = {"ours 1x": run_ours(corpus, work)}
-  if not FLAGS.skip_10x:
-    corpus_10x = os.path.join(work, "corpus_10x.txt")
-    write_corpus(corpus_10x, 10 * FLAGS.corpus_mb, seed=1)
-    runs["ours 10x"] = run_ours(corpus_10x, work)
-  if not FLAGS.skip_original:
-    runs["original 1x"] = run_original(corpus, work)
-  print("\n" + header)
-  for name, r in runs.items():
-    print(_line(name, r))
-  print(f"floor: a process holding TensorFlow and the tokenizer peaks at "
-        f"{tensorflow_floor_mb():,.0f} MB RSS\n")
-  for name, r in runs.items():
-    print(f"{name}: {r['instances'] / r['job_seconds']:,.0f} instances/s once started "
-          f"({r['job_seconds']:.1f} s of {r['wall']:.1f} s wall; the rest is importing "
-          "TensorFlow and building the tokenizer)")
-  if not FLAGS.skip_original:
-    ours, original = runs["ours 1x"], runs["original 1x"]
-    end_to_end = (ours["instances"] / ours["wall"]) / (original["instances"] / original["wall"])
-    started = ((ours["instances"] / ours["job_seconds"]) /
-               (original["instances"] / original["job_seconds"]))
-    print(f"\nspeed-up on the 1x corpus: {end_to_end:.1f}x end to end (wall), {started:.1f}x "
-          "once started")
-    if not FLAGS.skip_10x:
-      tenfold = runs["ours 10x"]
-      ratio = (tenfold["instances"] / tenfold["wall"]) / (original["instances"] / original["wall"])
-      print(f"ours on the 10x corpus end to end, against the original's 1x rate: {ratio:.1f}x "
-            "(the original holds the whole corpus in memory; its rate does not grow with size)")
+  if FLAGS.startup_only:
+    startup(work, corpus)
+  else:
+    end_to_end(work, corpus)
 
 
 if __name__ == "__main__":
