@@ -4,7 +4,9 @@ Static shapes by default (`drop_remainder` on training batches) so XLA and TPUs 
 program. Training batches may instead be length-bucketed (`length_buckets`): records grouped
 by length and each batch cut to one of a few bucket lengths, so short sentences do not pay
 for max_seq_length of padding; the sequence dimension is then dynamic, with at most
-`length_buckets` values (one compiled program each under XLA). Under tf.distribute, pass the `InputContext` the strategy hands to
+`length_buckets` values (one compiled program each under XLA).
+
+Under tf.distribute, pass the `InputContext` the strategy hands to
 `distribute_datasets_from_function`: each input pipeline then reads its own subset of files
 (or of records, when there are fewer files than pipelines) and batches its per-replica share.
 
