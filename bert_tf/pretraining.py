@@ -16,6 +16,7 @@ import os
 
 from absl import logging
 import tensorflow as tf
+import tf_keras
 
 from bert_tf import checkpoints
 from bert_tf import distribute
@@ -223,7 +224,9 @@ def pretrain(args: PretrainArgs, strategy: tf.distribute.Strategy) -> dict:
                      "and the word pieces)")
   config = BertConfig.from_json_file(args.bert_config_file)
   files = datasets.list_files(args.input_file)
-  tf.random.set_seed(args.seed)  # After the strategy: multi-worker setup must come first.
+  # After the strategy: multi-worker setup must come first. Keras's seed too: it seeds the
+  # dropout generators (`encoder.generator_dropout`).
+  tf_keras.utils.set_random_seed(args.seed)
   check_records(files, args.record_layout(), config.vocab_size)
   tf.io.gfile.makedirs(args.output_dir)
   is_chief = distribute.is_chief(strategy)

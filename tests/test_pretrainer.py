@@ -1,4 +1,5 @@
 """The pretraining model and loss: outputs, the original's loss, the LTR ablation, training."""
+import dataclasses
 import math
 
 import numpy as np
@@ -7,6 +8,7 @@ import tensorflow as tf
 import tf_keras
 
 from bert_tf.configs import BertConfig
+from bert_tf.modeling import pretrainer
 from bert_tf.modeling.pretrainer import (build_pretrainer, pretraining_loss,
                                          restore_original_tokens)
 
@@ -177,3 +179,57 @@ def test_mixed_precision_logits_and_loss_are_float32():
     assert loss.dtype == tf.float32 and np.isfinite(loss.numpy())
   finally:
     tf_keras.mixed_precision.set_global_policy("float32")
+
+
+def test_lm_cross_entropy_and_accuracy_are_tensorflows_softmax_and_argmax():
+  """The masked-LM loss's own cross-entropy (a custom gradient) against
+  sparse_softmax_cross_entropy_with_logits: value and gradient; accuracy against argmax."""
+  rng = np.random.default_rng(0)
+  logits = tf.constant(rng.normal(0, 3, (3, 4, 50)), tf.float32)
+  labels = tf.constant(rng.integers(0, 50, (3, 4)), tf.int32)
+  labels = tf.tensor_scatter_nd_update(  # Two positions predicted right.
+      labels, [[0, 0], [2, 3]], tf.argmax(tf.gather_nd(logits, [[0, 0], [2, 3]]), -1,
+                                          output_type=tf.int32))
+  weights = tf.constant([[1, 1, 0, 1], [1, 0, 1, 1], [0, 1, 1, 1]], tf.float32)
+
+  def loss_and_accuracy(fn, logits):
+    with tf.GradientTape() as tape:
+      tape.watch(logits)
+      loss, accuracy = fn(2 * logits, labels, weights)  # Something to chain through.
+    return loss, accuracy, tape.gradient(loss, logits)
+
+  def reference(logits, labels, weights):
+    xent = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+    correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), labels), tf.float32)
+    denominator = tf.reduce_sum(weights) + 1e-5
+    return (tf.reduce_sum(weights * xent) / denominator,
+            tf.reduce_sum(weights * correct) / denominator)
+
+  ours = loss_and_accuracy(pretrainer._weighted_lm_loss, logits)
+  theirs = loss_and_accuracy(reference, logits)
+  assert 0 < float(theirs[1]) < 1
+  for a, b in zip(ours, theirs):
+    np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-7)
+
+
+def test_dropout_is_seeded_and_drawn_afresh_at_every_step(tmp_path):
+  """The pretrainer's dropout (tf.random.Generator masks): the same seed builds the same model
+  with the same masks; each call draws new ones; no generator state lands in checkpoints."""
+  config = dataclasses.replace(CONFIG, hidden_dropout_prob=0.3, attention_probs_dropout_prob=0.3)
+  _, features = _features()
+
+  def two_training_calls(seed):
+    tf_keras.utils.set_random_seed(seed)
+    model = build_pretrainer(config, SEQ, PREDS)
+    return model, [model(features, training=True)["mlm_logits"].numpy() for _ in range(2)]
+
+  model, (first, second) = two_training_calls(7)
+  _, (first_again, second_again) = two_training_calls(7)
+  np.testing.assert_array_equal(first, first_again)
+  np.testing.assert_array_equal(second, second_again)
+  assert not np.allclose(first, second)
+  inference = model(features, training=False)["mlm_logits"].numpy()
+  np.testing.assert_array_equal(inference, model(features, training=False)["mlm_logits"].numpy())
+  prefix = tf.train.Checkpoint(**model.checkpoint_items).write(str(tmp_path / "ckpt"))
+  saved = [name for name, _ in tf.train.list_variables(prefix)]
+  assert len(saved) == len(model.variables) + 1  # + the object graph.

@@ -10,6 +10,8 @@ The Model Garden's `BertEncoderV2` is this network in its bidirectional form onl
 left-to-right ablation needs a causal mask too, so the same layers are wired here with an
 attention mask that can be either.
 """
+import contextlib
+
 import tensorflow as tf
 import tf_keras
 from official.modeling import activations as tfm_activations
@@ -61,6 +63,29 @@ class AttentionMask(layers.SelfAttentionMask):
 
   def get_config(self):
     return dict(super().get_config(), causal=self.causal)
+
+
+@contextlib.contextmanager
+def generator_dropout():
+  """Dropout layers built inside this context draw their masks from a `tf.random.Generator`
+  (Keras's "stateful" RNG: the stateless Philox kernels) instead of TF1's stateful
+  RandomUniform op. Same masks in distribution, ~9x cheaper to draw on a CPU (a
+  [32, 4, 128, 128] attention-dropout mask: 16.8 -> 1.9 ms): about 5% of a pretraining step at
+  L=4/H=256. Seeded by `tf_keras.utils.set_random_seed` (a run stays reproducible); the
+  generators' states are not in checkpoints (Keras keeps them out).
+
+  Under a strategy of several replicas (mirrored, TPU) this does nothing and their runs keep
+  TF1's op, as before: a generator there is one state variable the replicas would share,
+  which was not tried.
+  """
+  enabled = tf_keras.backend.experimental.is_tf_random_generator_enabled()
+  if tf.distribute.get_strategy().num_replicas_in_sync == 1:
+    tf_keras.backend.experimental.enable_tf_random_generator()
+  try:
+    yield
+  finally:
+    if not enabled:
+      tf_keras.backend.experimental.disable_tf_random_generator()
 
 
 def build_encoder(config: BertConfig, attention: str = "bidirectional") -> tf_keras.Model:
