@@ -13,8 +13,9 @@ batch, optimizer (`optimization.create_optimizer`), loss, precision and XLA sett
           next-sentence ClassificationHead) and one bare tf.function step per batch: forward,
           loss, gradients, optimizer.apply_gradients; nothing else.
 Each side runs 2 x --steps steps; the second --steps are timed. Prints sequences/s, each side's
-ratio to `bare`, and the model FLOPs utilisation (MFU): analytic training FLOPs per second over
-the matmul peak measured in this run (a large tf.matmul in the compute dtype).
+ratio to `bare` (of the bests, and each round's with their median: on a shared machine the
+load drifts between rounds), and the model FLOPs utilisation (MFU): analytic training FLOPs
+per second over the matmul peak measured in this run (a large tf.matmul in the compute dtype).
 
   python benchmarks/pretrain.py --preset=small_bert_L4_H256 --batch_size=32 --steps=20 \
       --rounds=3
@@ -305,20 +306,21 @@ def measure(strategy, config: configs.BertConfig) -> dict:
   """Each side's best sequences/s over --rounds alternated rounds, the peak and the FLOPs."""
   compute_dtype = tf_keras.mixed_precision.global_policy().compute_dtype
   peak = matmul_peak(FLAGS.matmul_size, tf.as_dtype(compute_dtype))
-  rates = {side: 0.0 for side in FLAGS.sides}
+  rounds = {side: [] for side in FLAGS.sides}
   with tempfile.TemporaryDirectory() as tmp:
     records = FLAGS.input_file or random_records(tmp, config, 4 * FLAGS.batch_size)
     fns = side_fns(strategy, config, records)
     for _ in range(FLAGS.rounds):
       for side, fn in fns.items():
-        rates[side] = max(rates[side], fn())
-        logging.warning("%s: %.2f sequences/s", side, rates[side])
+        rounds[side].append(fn())
+        logging.warning("%s: %.2f sequences/s", side, rounds[side][-1])
   # Measured before and after the sides, the better kept: on a shared machine a single
   # measurement can be disturbed and understate the peak.
   peak = max(peak, matmul_peak(FLAGS.matmul_size, tf.as_dtype(compute_dtype)))
   flops = training_flops_per_sequence(config, FLAGS.max_seq_length,
                                       FLAGS.max_predictions_per_seq)
-  return dict(rates=rates, peak=peak, flops=flops, compute_dtype=compute_dtype)
+  return dict(rates={side: max(rates) for side, rates in rounds.items()}, rounds=rounds,
+              peak=peak, flops=flops, compute_dtype=compute_dtype)
 
 
 def print_results(config: configs.BertConfig, strategy, results: dict) -> None:
@@ -334,6 +336,14 @@ def print_results(config: configs.BertConfig, strategy, results: dict) -> None:
   for side, rate in rates.items():
     ratio = f"   {rate / rates['bare']:.3f}x bare" if rates.get("bare") else ""
     print(f"{side:8s} {rate:9.2f} sequences/s   MFU {100 * rate * flops / peak:5.1f}%{ratio}")
+  if "bare" in rates:
+    # Each round's sides ran one after the other: their ratio sees the same load, more or less.
+    for side, rates_by_round in results["rounds"].items():
+      if side == "bare":
+        continue
+      ratios = np.array(rates_by_round) / np.array(results["rounds"]["bare"])
+      print(f"{side:8s} / bare by round: {' '.join(f'{r:.3f}' for r in ratios)}; "
+            f"median {np.median(ratios):.3f}")
 
 
 @dataclasses.dataclass(frozen=True)
