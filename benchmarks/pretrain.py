@@ -391,8 +391,13 @@ def run_suite(suite: str) -> None:
     done = subprocess.run(command, capture_output=True, text=True)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode or not lines:
-      print(f"{preset:11s} {seq:4d} {precision:5s} {str(xla):4s} FAILED: "
-            f"{(done.stderr.strip().splitlines() or ['?'])[-1]}", flush=True)
+      log = os.path.join(tempfile.gettempdir(), f"pretrain_suite_{preset}_{seq}_{precision}_"
+                                                f"xla{int(xla)}.log")
+      with open(log, "w") as f:
+        f.write(done.stderr)
+      errors = [line for line in done.stderr.splitlines() if "Error" in line] or ["?"]
+      print(f"{preset:11s} {seq:4d} {precision:5s} {str(xla):4s} FAILED (exit "
+            f"{done.returncode}; {log}): {errors[-1][:200]}", flush=True)
       continue
     result = json.loads(lines[-1])
     ours, bare = result["rates"]["entry"], result["rates"]["bare"]
