@@ -1,7 +1,7 @@
 """Pretraining throughput: run_pretraining's own path against the Model Garden's minimal loop.
 
 Sides (--sides, alternated --rounds times, each side's best kept), all on the same records,
-batch, optimizer (`optimization.create_optimizer`), loss, precision and XLA setting:
+batch, optimizer (`optimization.create_optimizer`), precision and XLA setting:
   entry   `pretraining.pretrain`, what run_pretraining runs: its loop, metrics, progress
           lines, TensorBoard summaries and checkpoints (one per loop: --save_checkpoints_steps
           defaults to --steps). Timed between the summaries of its two loops (their wall
@@ -11,7 +11,8 @@ batch, optimizer (`optimization.create_optimizer`), loss, precision and XLA sett
   garden  the Model Garden's BertPretrainerV2 through `training.train`.
   bare    the Model Garden's own minimal loop: BertPretrainerV2 (over BertEncoderV2, with a
           next-sentence ClassificationHead) and one bare tf.function step per batch: forward,
-          loss, gradients, optimizer.apply_gradients; nothing else.
+          its own loss (`model_garden_loss`), gradients, optimizer.apply_gradients; nothing
+          else.
 Each side runs 2 x --steps steps; the second --steps are timed. Prints sequences/s, each side's
 ratio to `bare` (of the bests, and each round's with their median: on a shared machine the
 load drifts between rounds), and the model FLOPs utilisation (MFU): analytic training FLOPs
@@ -251,6 +252,19 @@ def entry_sequences_per_second(strategy, config: configs.BertConfig, records: st
   return FLAGS.steps * FLAGS.batch_size / seconds
 
 
+def model_garden_loss(features: dict, outputs: dict) -> tf.Tensor:
+  """The Model Garden's pretraining loss (official/nlp/tasks/masked_lm.py `build_losses`):
+  Keras's sparse categorical cross-entropy, weighted mean over the masked positions, plus
+  the mean next-sentence loss; no metrics."""
+  lm = tf_keras.losses.sparse_categorical_crossentropy(
+      features["masked_lm_ids"], outputs["mlm_logits"], from_logits=True)
+  weights = tf.cast(features["masked_lm_weights"], tf.float32)
+  nsp = tf_keras.losses.sparse_categorical_crossentropy(
+      features["next_sentence_labels"], outputs["nsp_logits"], from_logits=True)
+  return tf.math.divide_no_nan(tf.reduce_sum(lm * weights), tf.reduce_sum(weights)) + \
+      tf.reduce_mean(nsp)
+
+
 def bare_sequences_per_second(config: configs.BertConfig, records: str) -> float:
   """The Model Garden's minimal loop: a tf.function step (forward and backward XLA-compiled
   with --jit_compile, as ours) and apply_gradients, called once per batch from Python."""
@@ -261,7 +275,7 @@ def bare_sequences_per_second(config: configs.BertConfig, records: str) -> float
   @tf.function(jit_compile=FLAGS.jit_compile)
   def gradients(features):
     with tf.GradientTape() as tape:
-      loss, _ = pretrainer.pretraining_loss(features, model(features, training=True))
+      loss = model_garden_loss(features, model(features, training=True))
       scaled = optimizer.get_scaled_loss(loss) if loss_scaling else loss
     grads = tape.gradient(scaled, model.trainable_variables)
     return loss, optimizer.get_unscaled_gradients(grads) if loss_scaling else grads
