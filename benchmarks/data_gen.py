@@ -36,6 +36,7 @@ import json
 import os
 import random
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -135,9 +136,11 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _run(args: list[str], repo: str = REPO) -> dict:
-  """Runs a command in `repo` (its packages first on the path), returning its wall time, peak
-  memory and output."""
+  """Runs a command in `repo` (its packages first on the path), returning its wall time, CPU
+  time (user + system, its workers' included: on a shared machine, what load does not
+  stretch), peak memory and output."""
   env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": repo}
+  cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
   start = time.monotonic()
   proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                           env=env, cwd=repo)
@@ -145,11 +148,13 @@ def _run(args: list[str], repo: str = REPO) -> dict:
   sampler.start()
   out, err = proc.communicate()
   wall = time.monotonic() - start
+  cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
   sampler.done.set()
   sampler.join()
   if proc.returncode:
     raise RuntimeError(f"{' '.join(args)} failed:\n{err[-3000:]}")
-  return {"wall": wall, "main_mb": sampler.peak_main / 2**20,
+  cpu = (cpu_after.ru_utime - cpu_before.ru_utime) + (cpu_after.ru_stime - cpu_before.ru_stime)
+  return {"wall": wall, "cpu": cpu, "main_mb": sampler.peak_main / 2**20,
           "worker_mb": sampler.peak_worker / 2**20, "total_mb": sampler.peak_total / 2**20,
           "stdout": out, "stderr": err}
 
@@ -203,7 +208,7 @@ def tensorflow_floor_mb() -> float:
 
 def _line(name: str, r: dict) -> str:
   rate = r["instances"] / r["wall"]
-  return (f"{name:<16} {r['instances']:>10,} {r['wall']:>8.1f} {rate:>12,.0f} "
+  return (f"{name:<16} {r['instances']:>10,} {r['wall']:>8.1f} {r['cpu']:>7.1f} {rate:>12,.0f} "
           f"{r['total_mb']:>10,.0f} {r['main_mb']:>10,.0f} {r['worker_mb']:>10,.0f}")
 
 
@@ -230,7 +235,7 @@ def end_to_end(work: str, corpus: str) -> None:
     corpus_10x = os.path.join(work, "corpus_10x.txt")
     write_corpus(corpus_10x, 10 * FLAGS.corpus_mb, seed=1)
     runs["ours 10x"].append(run_ours(corpus_10x, work))
-  print(f"\n{'run':<16} {'instances':>10} {'wall s':>8} {'instances/s':>12} "
+  print(f"\n{'run':<16} {'instances':>10} {'wall s':>8} {'cpu s':>7} {'instances/s':>12} "
         f"{'peak RSS':>10} {'main':>10} {'a worker':>10}  (MB; peak RSS = main + workers)")
   for name, results in runs.items():
     for i, r in enumerate(results):
@@ -243,7 +248,8 @@ def end_to_end(work: str, corpus: str) -> None:
             f"({r['job_seconds']:.1f} s of {r['wall']:.1f} s wall; the rest is start-up: "
             "importing TensorFlow, building the tokenizer)")
   if FLAGS.baseline_repo:  # the last runs of both wrote the 1x shards
-    print(f"\nours and the baseline wrote the same shards: {_same_shards(work, 'ours', 'baseline')}")
+    same = _same_shards(work, "ours", "baseline")
+    print(f"\nours and the baseline wrote the same shards: {same}")
   for other in ("original", "baseline"):
     if runs[f"{other} 1x"]:
       walls = [_rate(o) / _rate(t) for o, t in zip(runs["ours 1x"], runs[f"{other} 1x"])]
@@ -322,14 +328,14 @@ def startup(work: str, corpus: str) -> None:
   one_document = os.path.join(work, "one_document.txt")
   with open(corpus, encoding="utf-8") as f, open(one_document, "w", encoding="utf-8") as out:
     out.write(f.read(200_000).split("\n\n")[0] + "\n")
-  phases, walls = [], collections.defaultdict(list)
+  phases, cli = [], collections.defaultdict(list)
   for _ in range(FLAGS.rounds):
     phases.append(startup_phases(corpus, work))
-    walls["ours"].append(run_ours(one_document, work)["wall"])
+    cli["ours"].append(run_ours(one_document, work))
     if FLAGS.baseline_repo:
-      walls["baseline"].append(run_ours(one_document, work, FLAGS.baseline_repo, "baseline")["wall"])
+      cli["baseline"].append(run_ours(one_document, work, FLAGS.baseline_repo, "baseline"))
     if not FLAGS.skip_original:
-      walls["original"].append(run_original(one_document, work)["wall"])
+      cli["original"].append(run_original(one_document, work))
   print(f"\nstart-up phases, one at a time, s (median of {len(phases)} fresh processes; "
         "each round's in brackets):")
   for i, (name, _) in enumerate(phases[0]):
@@ -337,9 +343,11 @@ def startup(work: str, corpus: str) -> None:
     print(f"  {name:<52} {statistics.median(values):6.2f}  "
           f"[{' '.join(f'{v:.2f}' for v in values)}]")
   print("\nthe CLI end to end on one document (start-up and a trivial job), s:")
-  for name, values in walls.items():
-    print(f"  {name:<10} median {statistics.median(values):6.2f}  "
-          f"[{' '.join(f'{v:.2f}' for v in values)}]")
+  for name, results in cli.items():
+    for measure in ("wall", "cpu"):
+      values = [r[measure] for r in results]
+      print(f"  {name:<10} {measure:<4} median {statistics.median(values):6.2f}  "
+            f"[{' '.join(f'{v:.2f}' for v in values)}]")
 
 
 def main(_):
