@@ -223,18 +223,21 @@ def length_bucketed(records: tf.data.Dataset, features: list[schema.Feature], ba
   spec = schema.parse_spec(features)
 
   def sorted_batches(shuffle_seed, serialized):
+    """A megabatch -> (each batch's longest sequence [M], its batches [M, batch_size, ...])."""
     batch = tf.io.parse_example(serialized, spec)
-    by_length = tf.argsort(_longest_sequences(batch["input_mask"], sequence_length),
-                           stable=True)
+    lengths = _longest_sequences(batch["input_mask"], sequence_length)
+    by_length = tf.argsort(lengths, stable=True)
     batch_order = tf.random.experimental.stateless_shuffle(
         tf.range(megabatch_batches), tf.stack([shuffle_seed, 0]))
-    return {name: tf.gather(tf.reshape(tf.gather(value, by_length),
-                                       [megabatch_batches, batch_size, value.shape[-1]]),
-                            batch_order)
-            for name, value in batch.items()}
+    # Sorted, so each batch's last record is its longest.
+    longest = tf.reshape(tf.gather(lengths, by_length), [megabatch_batches, batch_size])[:, -1]
+    return tf.gather(longest, batch_order), {
+        name: tf.gather(tf.reshape(tf.gather(value, by_length),
+                                   [megabatch_batches, batch_size, value.shape[-1]]),
+                        batch_order)
+        for name, value in batch.items()}
 
-  def cut_to_bucket(batch):
-    longest = tf.reduce_max(_longest_sequences(batch["input_mask"], sequence_length))
+  def cut_to_bucket(longest, batch):
     length = tf.clip_by_value(-(-longest // width) * width, width, sequence_length)
     return {f.name: _cut(batch[f.name], f, length) if f.sequence_length else batch[f.name]
             for f in features}
