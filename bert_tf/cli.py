@@ -99,8 +99,9 @@ def define_training_flags(fine_tuning: bool = True) -> None:
                        "only to the shortest of this many lengths (multiples of max_seq_length / "
                        "length_buckets) that holds it, instead of to max_seq_length: short "
                        "sentences train faster. 0: every batch padded to max_seq_length, as the "
-                       "original. Off on TPUs (one program per loop needs one shape) and for tasks whose loss reads "
-                       "the padding (SQuAD's softmax over every position, as the original's).",
+                       "original. Off on TPUs (one program per loop needs one shape) and for "
+                       "tasks whose loss reads the padding (SQuAD's softmax over every "
+                       "position, as the original's).",
                        lower_bound=0)
   flags.DEFINE_integer("num_restarts", 1, "Fine-tune this many times per learning rate, with "
                        "seeds seed, seed+1, ...; the best on dev is kept.", lower_bound=1)
