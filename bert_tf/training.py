@@ -143,6 +143,16 @@ def _skip_consumed(dataset_fn: DatasetFn, global_step: int) -> DatasetFn:
   return fn
 
 
+def _create_slots(optimizer, variables) -> None:
+  """Creates the optimizer's slot variables now: left to the first apply_gradients, they are
+  created inside the training loop's tf.function, which must then be traced twice (once to
+  create them, once to run), and a trace of the forward and backward pass takes seconds."""
+  if isinstance(optimizer, tf_keras.optimizers.legacy.Optimizer):
+    optimizer._create_all_weights(variables)  # pylint: disable=protected-access
+  else:
+    optimizer.build(variables)
+
+
 def _train_step_fn(model, optimizer, loss_fn, metrics: _Metrics, num_replicas: int,
                    jit_compile: bool):
   """The per-replica step: forward, backward (XLA-compiled with jit_compile), update."""
@@ -308,6 +318,7 @@ def train(strategy: tf.distribute.Strategy,
   with strategy.scope():
     model = model_fn()
     optimizer = optimizer_fn()
+    _create_slots(optimizer, model.trainable_variables)
     metrics = _Metrics(_metric_names(model, loss_fn, dataset_fn))
     state = checkpoint(model, optimizer.iterations, optimizer=optimizer)
   _restore(state, output_dir, model, init_fn)

@@ -131,6 +131,17 @@ def test_a_finished_run_is_not_trained_further(runs):
   assert checkpoint_steps(runs["dir"] / "full") == [2, 4, 6, 8]
 
 
+def test_the_training_loop_is_traced_once(runs, tmp_path, monkeypatch):
+  """Slots created in the loop's first call would make tf.function trace it twice (once to
+  create the variables, once to run): seconds of start-up on a real model."""
+  loops = []
+  make_loop = training._loop_fn
+  monkeypatch.setattr(training, "_loop_fn", lambda *a: loops.append(make_loop(*a)) or loops[-1])
+  train_tiny(distribute.get_strategy("one_device"), runs["records"], runs["init"],
+             str(tmp_path), 4)
+  assert [loop.experimental_get_tracing_count() for loop in loops] == [1]
+
+
 def test_xla_compiled_step_matches_the_plain_one(runs, tmp_path):
   strategy = distribute.get_strategy("one_device")
   results = train_tiny(strategy, runs["records"], runs["init"], str(tmp_path), 4,
