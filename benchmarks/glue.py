@@ -8,7 +8,7 @@ Prints one JSON line: dev metrics, training steps, training wall time (model bui
 load and tracing included) and training examples/s.
 
 Length-bucketed batches against transformers' padding (issue #13): alternate, one job at a
-time, `--length_buckets=8` and `--length_buckets=0` here with hf_glue_peer.py's default
+time, `--length_buckets=16` and `--length_buckets=0` here with hf_glue_peer.py's default
 (padding to max_length) and `--padding=longest --group_by_length`, same seed. SST-2 on a
 subset: `mkdir -p /tmp/sst2_4k && head -4001 $GLUE/SST-2/train.tsv > /tmp/sst2_4k/train.tsv &&
 cp $GLUE/SST-2/dev.tsv /tmp/sst2_4k/` (the first 4,000 training sentences, all of dev).

