@@ -147,10 +147,7 @@ def _create_slots(optimizer, variables) -> None:
   """Creates the optimizer's slot variables now: left to the first apply_gradients, they are
   created inside the training loop's tf.function, which must then be traced twice (once to
   create them, once to run), and a trace of the forward and backward pass takes seconds."""
-  if isinstance(optimizer, tf_keras.optimizers.legacy.Optimizer):
-    optimizer._create_all_weights(variables)  # pylint: disable=protected-access
-  else:
-    optimizer.build(variables)
+  optimizer._create_all_weights(variables)  # pylint: disable=protected-access
 
 
 def _train_step_fn(model, optimizer, loss_fn, metrics: _Metrics, num_replicas: int,
@@ -295,7 +292,8 @@ def train(strategy: tf.distribute.Strategy,
   Args:
     strategy: from `distribute.get_strategy`.
     model_fn: builds the model, variables created (called in strategy.scope()).
-    optimizer_fn: builds the optimizer (in strategy.scope()); its `iterations` is the step.
+    optimizer_fn: builds the optimizer (in strategy.scope()), a tf_keras legacy one as
+      `optimization.create_optimizer` returns; its `iterations` is the step.
     loss_fn: (features, model outputs) -> (replica-batch mean loss, {name: scalar metric}).
     dataset_fn: InputContext -> dataset of per-replica batches of fixed shape, repeating.
     output_dir: checkpoints and TensorBoard summaries.

@@ -229,13 +229,10 @@ def length_bucketed(records: tf.data.Dataset, features: list[schema.Feature], ba
     by_length = tf.argsort(lengths, stable=True)
     batch_order = tf.random.experimental.stateless_shuffle(
         tf.range(megabatch_batches), tf.stack([shuffle_seed, 0]))
-    # Sorted, so each batch's last record is its longest.
-    longest = tf.reshape(tf.gather(lengths, by_length), [megabatch_batches, batch_size])[:, -1]
-    return tf.gather(longest, batch_order), {
-        name: tf.gather(tf.reshape(tf.gather(value, by_length),
-                                   [megabatch_batches, batch_size, value.shape[-1]]),
-                        batch_order)
-        for name, value in batch.items()}
+    # [M, batch_size] record indices, each row one batch in sorted order: its last is its longest.
+    order = tf.gather(tf.reshape(by_length, [megabatch_batches, batch_size]), batch_order)
+    return tf.gather(lengths, order[:, -1]), {name: tf.gather(value, order)
+                                              for name, value in batch.items()}
 
   def cut_to_bucket(longest, batch):
     length = tf.clip_by_value(-(-longest // width) * width, width, sequence_length)
