@@ -38,8 +38,8 @@ flags.DEFINE_integer("seed", 12345, "Seed.")
 flags.DEFINE_integer("iterations_per_loop", 50, "Steps per tf.function call.")
 flags.DEFINE_bool("jit_compile", False, "Compile the training step with XLA.")
 flags.DEFINE_integer("length_buckets", runner.RunArgs.length_buckets,
-                     "Length-bucketed training batches (run_classifier's --length_buckets); 0: "
-                     "every batch padded to max_seq_length.")
+                     "Length-bucketed training batches (run_classifier's --length_buckets; unset: "
+                     "its default); 0: every batch padded to max_seq_length.")
 
 
 def main(argv):

@@ -125,10 +125,20 @@ class _Metrics:
       m.reset_state()
 
 
+def without_autograph(fn: Callable) -> Callable:
+  """fn, with AutoGraph off in everything it calls. Keras rewrites the `call` of every layer
+  it did not define itself (the Model Garden's, ours) with AutoGraph when it builds a model
+  and when it first traces one: seconds of source rewriting at each start-up (MiniLM: 1.5 of
+  a 4.5 s build, 0.5 of a 3 s trace of the step) for layers whose Python branches all test
+  static values. Model building and model calls go through this."""
+  return tf.autograph.experimental.do_not_convert(fn)
+
+
 def _metric_names(model: tf_keras.Model, loss_fn: LossFn, dataset_fn: DatasetFn) -> list[str]:
   """The names of loss_fn's metrics, from a trace on the dataset's shapes (nothing runs)."""
   spec = dataset_fn(tf.distribute.InputContext()).element_spec
-  trace = tf.function(lambda features: loss_fn(features, model(features, training=False))[1])
+  trace = tf.function(lambda features: loss_fn(
+      features, without_autograph(model)(features, training=False))[1])
   return sorted(trace.get_concrete_function(spec).structured_outputs)
 
 
@@ -158,7 +168,7 @@ def _train_step_fn(model, optimizer, loss_fn, metrics: _Metrics, num_replicas: i
   @tf.function(jit_compile=jit_compile)
   def gradients(features):
     with tf.GradientTape() as tape:
-      outputs = model(features, training=True)
+      outputs = without_autograph(model)(features, training=True)
       loss, step_metrics = loss_fn(features, outputs)
       loss = tf.cast(loss, tf.float32)
       # Replicas' gradients are summed: dividing here makes the sum the global-batch mean.
@@ -314,7 +324,7 @@ def train(strategy: tf.distribute.Strategy,
       after the last good checkpoint.
   """
   with strategy.scope():
-    model = model_fn()
+    model = without_autograph(model_fn)()
     optimizer = optimizer_fn()
     _create_slots(optimizer, model.trainable_variables)
     metrics = _Metrics(_metric_names(model, loss_fn, dataset_fn))
@@ -383,7 +393,7 @@ def evaluate(strategy: tf.distribute.Strategy,
     TensorBoard summaries to output_dir/eval.
   """
   with strategy.scope():
-    model = model_fn()
+    model = without_autograph(model_fn)()
     metrics = _Metrics(_metric_names(model, loss_fn, dataset_fn))
     global_step = tf.Variable(0, dtype=tf.int64, trainable=False)
   latest = tf.train.latest_checkpoint(output_dir)
@@ -398,7 +408,7 @@ def evaluate(strategy: tf.distribute.Strategy,
   @tf.function
   def eval_step(features):
     def step(features):
-      outputs = model(features, training=False)
+      outputs = without_autograph(model)(features, training=False)
       loss, step_metrics = loss_fn(features, outputs)
       metrics.update(features, tf.cast(loss, tf.float32), step_metrics)
     strategy.run(step, args=(features,))

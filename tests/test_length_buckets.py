@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from bert_tf import distribute
 from bert_tf.configs import BertConfig
+from bert_tf.tasks import runner
 from bert_tf.tasks.classification import ClassificationConfig, ClassificationTask
 from bert_tf.tasks.multiple_choice import MultipleChoiceConfig, MultipleChoiceTask
 from bert_tf.tasks.ner import NerConfig, NerTask
@@ -68,6 +70,27 @@ def test_each_record_is_drawn_once_per_epoch_and_each_batch_is_cut_to_its_bucket
   assert set(drawn.values()) == {epochs} and len(drawn) == num_records
   # Sorting megabatches makes most batches shorter than max_seq_length.
   assert set(lengths) == {8, 16, 24, 32} and lengths[SEQ] < sum(lengths.values()) / 2
+
+
+def test_bucket_widths_are_multiples_of_8_or_exact():
+  assert [datasets.bucket_width(128, n) for n in (1, 4, 16, 32, 64)] == [128, 32, 8, 8, 8]
+  assert datasets.bucket_width(384, 16) == 24
+  assert datasets.bucket_width(128, 128) == datasets.bucket_width(128, 500) == 1
+
+
+def test_with_a_bucket_per_length_each_batch_is_cut_to_its_longest(tmp_path):
+  path = str(tmp_path / "train.tf_record")
+  records = _write_choice_records(path, 200)
+  ds = datasets.record_dataset([path], schema.multiple_choice_features(SEQ, 2), 4, True,
+                               seed=5, length_buckets=SEQ)
+  cuts = set()
+  for features in ds.take(100):
+    longest = max(records[int(label)]["input_mask"].reshape(2, SEQ).sum(-1).max()
+                  for label in features["label_ids"][:, 0])
+    cut = features["input_word_ids"].shape[1] // 2
+    assert cut == longest
+    cuts.add(cut)
+  assert len(cuts) > 8  # Lengths that are not multiples of 8 among them.
 
 
 def _labels_in_order(ds: tf.data.Dataset, steps: int) -> list[int]:
@@ -176,3 +199,14 @@ def test_a_cut_batch_has_the_loss_of_the_same_batch_fully_padded(name, tmp_path)
   assert (padded_length, cut_length) == (num_sequences * SEQ, num_sequences * SEQ // 2)
   same = np.allclose(cut_loss.numpy(), padded_loss.numpy(), rtol=1e-5)
   assert same != task.loss_reads_padding, (cut_loss, padded_loss)
+
+
+@pytest.mark.parametrize("jit_compile,flag,expected", [
+    (False, None, SEQ),  # Uncompiled, a batch length costs nothing: each cut to its longest.
+    (True, None, runner.COMPILED_LENGTH_BUCKETS),  # One XLA program per length: few lengths.
+    (False, 4, 4), (True, 0, 0)])
+def test_the_runner_buckets_by_exact_lengths_unless_compiled(jit_compile, flag, expected):
+  strategy = distribute.get_strategy("one_device")
+  args = runner.RunArgs(output_dir="unused", jit_compile=jit_compile, length_buckets=flag)
+  assert runner.training_length_buckets(args, TASKS["classification"](), strategy) == expected
+  assert runner.training_length_buckets(args, TASKS["squad"](), strategy) == 0

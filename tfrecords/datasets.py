@@ -200,9 +200,11 @@ MEGABATCH_BATCHES = 50
 
 
 def bucket_width(sequence_length: int, length_buckets: int) -> int:
-  """The step between bucket lengths: sequence_length / length_buckets, rounded up to a
-  multiple of 8 (what matrix units tile by), so there are at most length_buckets of them."""
-  return -(-sequence_length // (8 * length_buckets)) * 8
+  """The step between bucket lengths: sequence_length / length_buckets rounded up, so there
+  are at most length_buckets of them; then up to a multiple of 8 (what matrix units tile by)
+  unless it is 1: length_buckets >= sequence_length cuts each batch to its exact longest."""
+  width = -(-sequence_length // length_buckets)
+  return width if width == 1 else -(-width // 8) * 8
 
 
 def length_bucketed(records: tf.data.Dataset, features: list[schema.Feature], batch_size: int,

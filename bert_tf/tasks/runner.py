@@ -71,7 +71,28 @@ class RunArgs:
   mixed_precision: str = "none"
   jit_compile: bool = False
   export_dir: str | None = None
-  length_buckets: int = 16
+  length_buckets: int | None = None  # None: see `training_length_buckets`.
+
+
+# Under XLA each batch length is one compiled program: few lengths, each a multiple of 8.
+COMPILED_LENGTH_BUCKETS = 16
+
+
+def training_length_buckets(args: RunArgs, task: FineTuningTask,
+                            strategy: tf.distribute.Strategy) -> int:
+  """The length buckets of the training batches (`datasets.length_bucketed`; 0: every batch
+  padded to max_seq_length). Unset (None): COMPILED_LENGTH_BUCKETS under --jit_compile, else
+  max_seq_length, each batch cut to its own longest: uncompiled, a new length costs nothing."""
+  if task.loss_reads_padding:
+    logging.info("length buckets off: this task's loss reads the padding")
+    return 0
+  if isinstance(strategy, tf.distribute.TPUStrategy):
+    # The loop of steps_per_loop steps is one TPU program: every batch needs one shape.
+    logging.info("TPU: length buckets off, every batch padded to max_seq_length")
+    return 0
+  if args.length_buckets is not None:
+    return args.length_buckets
+  return COMPILED_LENGTH_BUCKETS if args.jit_compile else task.config.max_seq_length
 
 
 def resolve_files(args: RunArgs, max_seq_length: int) -> tuple[BertConfig, str]:
@@ -181,14 +202,7 @@ class Runner:
     self.is_chief = distribute.is_chief(strategy)
     self._predictions = {}  # split -> (examples, predictions): a split both scored and written.
     self.vocab_file = vocab_file
-    self.length_buckets = args.length_buckets
-    if args.length_buckets and task.loss_reads_padding:
-      logging.info("length buckets off: this task's loss reads the padding")
-      self.length_buckets = 0
-    if args.length_buckets and isinstance(strategy, tf.distribute.TPUStrategy):
-      # The loop of steps_per_loop steps is one TPU program: every batch needs one shape.
-      logging.info("TPU: length buckets off, every batch padded to max_seq_length")
-      self.length_buckets = 0
+    self.length_buckets = training_length_buckets(args, task, strategy)
     tf.io.gfile.makedirs(args.output_dir)
 
   def _write_model_files(self) -> None:
@@ -295,7 +309,8 @@ class Runner:
     @tf.function(autograph=False)  # Plain ops only: nothing for AutoGraph to convert.
     def step(features):
       def replica_fn(f):
-        return self.task.predict_outputs(f, model(f, training=False))
+        outputs = training.without_autograph(model)(f, training=False)
+        return self.task.predict_outputs(f, outputs)
       return tf.nest.map_structure(lambda t: strategy.gather(t, axis=0),
                                    strategy.run(replica_fn, args=(features,)))
 
