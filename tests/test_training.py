@@ -12,6 +12,7 @@ from absl import logging
 import numpy as np
 import pytest
 import tensorflow as tf
+import tf_keras
 
 from bert_tf import checkpoints, cli, configs, distribute, optimization, training
 from bert_tf.modeling import pretrainer
@@ -279,3 +280,33 @@ if __name__ == "__main__":
   _records, _init, _output_dir, _steps = sys.argv[1:]
   print(json.dumps(train_tiny(distribute.get_strategy("one_device"), _records, _init,
                               _output_dir, int(_steps))))
+
+
+def test_models_are_built_and_traced_without_autograph(monkeypatch):
+  """Keras would rewrite each Model Garden layer's `call` with AutoGraph (seconds per
+  start-up): every AutoGraph conversion goes through `api.converted_call`; count them."""
+  from tensorflow.python.autograph.impl import api  # pylint: disable=g-import-not-at-top
+  from bert_tf.modeling.encoder import build_encoder  # pylint: disable=g-import-not-at-top
+  converted = []
+  original = api.converted_call
+
+  def counting(f, *args, **kwargs):
+    converted.append(f)
+    return original(f, *args, **kwargs)
+
+  monkeypatch.setattr(api, "converted_call", counting)
+  config = configs.BertConfig(vocab_size=100, hidden_size=16, num_hidden_layers=1,
+                              num_attention_heads=2, intermediate_size=32,
+                              max_position_embeddings=16)
+  model = training.without_autograph(build_encoder)(config)
+  spec = {name: tf.TensorSpec([2, None], tf.int32)
+          for name in ("input_word_ids", "input_mask", "input_type_ids")}
+  tf.function(lambda x: training.without_autograph(model)(x, training=True)
+              ).get_concrete_function(spec)
+
+  def layer_calls():
+    return [f for f in converted if isinstance(getattr(f, "__self__", None), tf_keras.layers.Layer)]
+
+  assert layer_calls() == []
+  build_encoder(config)  # As Keras builds it on its own: converted.
+  assert len(layer_calls()) >= 3  # The block, its attention and more.

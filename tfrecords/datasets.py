@@ -2,7 +2,7 @@
 
 Static shapes by default (`drop_remainder` on training batches) so XLA and TPUs compile one
 program. Training batches may instead be length-bucketed (`length_buckets`): records grouped
-by length and each batch cut to one of a few bucket lengths, so short sentences do not pay
+by length and each batch cut to a bucket length (or to its longest), so short sentences do not pay
 for max_seq_length of padding; the sequence dimension is then dynamic, with at most
 `length_buckets` values (one compiled program each under XLA).
 
