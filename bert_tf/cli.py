@@ -97,7 +97,8 @@ def define_training_flags(fine_tuning: bool = True) -> None:
                      "learning rate warmup for. E.g., 0.1 = 10% of training.")
   flags.DEFINE_integer("length_buckets", None, "Training batches of similar lengths, each padded "
                        "only to the shortest of this many lengths (multiples of max_seq_length / "
-                       "length_buckets, rounded up to a multiple of 8) that holds it, instead of "
+                       "length_buckets, rounded up to a multiple of 8; at max_seq_length or more, "
+                       "every length) that holds it, instead of "
                        "to max_seq_length: short sentences train faster. Default: 16 with "
                        "--jit_compile (one XLA program per length), else each batch padded to its "
                        "own longest (shapes cost nothing uncompiled). 0: every batch padded to "
