@@ -44,7 +44,7 @@ best_f1 and their thresholds, HasAns_/NoAns_ parts).
 --replay_file=PATH (from `squad.py --replay_file=PATH`): instead, bert_tf's replay: dropout
 off, its span head's initial weights, its batches in its order, its schedule length; prints the
 loss of every step (add --original_schedule for bert_tf's schedule; --replay_dropout, as
-given to squad.py, keeps the model's dropout).
+given to squad.py, keeps the model's dropout; --replay_eval then scores the model).
 
 --dump_windows=PATH: instead, write this peer's training windows (ids and answer positions)
 and evaluation windows to PATH (.npz) for `squad_crosscheck.py`, which compares the training
@@ -305,6 +305,29 @@ def evaluate_v2(dataset, predictions, na_probs, na_prob_thresh=1.0):
   return results
 
 
+def evaluate_model(args, model, tokenizer=None) -> dict:
+  """Predicts --predict_file, writes predictions.json (and null_odds.json) to --output_dir;
+  returns the example and window counts, the prediction time and the scores."""
+  tokenizer = tokenizer or transformers.BertTokenizerFast(f"{args.model_dir}/vocab.txt",
+                                                          do_lower_case=True)
+  dataset, examples = read_examples(args.predict_file)
+  features = convert_examples(tokenizer, examples, args, is_training=False)
+  start = time.time()
+  start_logits, end_logits = predict_logits(model, features, args.predict_batch_size)
+  predict_s = time.time() - start
+  predictions, null_odds = postprocess(examples, features, start_logits, end_logits, args)
+  os.makedirs(args.output_dir, exist_ok=True)
+  write_json(os.path.join(args.output_dir, "predictions.json"), predictions)
+  if args.version_2_with_negative:
+    write_json(os.path.join(args.output_dir, "null_odds.json"), null_odds)
+    scores = evaluate_v2(dataset, predictions, null_odds)
+  else:
+    scores = evaluate_v1(dataset, predictions)
+  return {"eval_examples": len(examples), "eval_features": len(features),
+          "predict_seconds": round(predict_s, 1),
+          **{k: round(v, 4) if isinstance(v, float) else v for k, v in scores.items()}}
+
+
 def replay(args):
   """bert_tf's replay steps (see squad.py --replay_file); prints the loss per step."""
   saved = np.load(args.replay_file)
@@ -327,7 +350,8 @@ def replay(args):
     batch = {k: torch.from_numpy(v.astype(np.int64)) for k, v in batch.items()}
     losses.append(round(train_step(model, optimizer, batch).item(), 5))
     schedule.step()
-  print(json.dumps({"impl": impl(), "losses": losses}))
+  scores = evaluate_model(args, model) if args.replay_eval else {}
+  print(json.dumps({"impl": impl(), "losses": losses, **scores}))
 
 
 def dump_windows(args, tokenizer):
@@ -383,6 +407,8 @@ def main():
   parser.add_argument("--replay_file", help="Replay bert_tf's steps from this .npz.")
   parser.add_argument("--replay_dropout", action="store_true",
                       help="Keep the model's dropout in the replay.")
+  parser.add_argument("--replay_eval", action="store_true",
+                      help="Score the replayed model on --predict_file.")
   parser.add_argument("--dump_windows", help="Write the windows here (.npz) and stop.")
   parser.add_argument("--score_logits", help="Score these logits (.npz: start, end) and stop.")
   parser.add_argument("--time_steps", type=int, default=0,
@@ -424,27 +450,13 @@ def main():
     schedule.step()
   train_s = time.time() - start
 
-  dataset, eval_examples = read_examples(args.predict_file)
-  eval_features = convert_examples(tokenizer, eval_examples, args, is_training=False)
-  start = time.time()
-  start_logits, end_logits = predict_logits(model, eval_features, args.predict_batch_size)
-  predict_s = time.time() - start
-  predictions, null_odds = postprocess(eval_examples, eval_features, start_logits, end_logits,
-                                       args)
-  write_json(os.path.join(args.output_dir, "predictions.json"), predictions)
-  if args.version_2_with_negative:
-    write_json(os.path.join(args.output_dir, "null_odds.json"), null_odds)
-    scores = evaluate_v2(dataset, predictions, null_odds)
-  else:
-    scores = evaluate_v1(dataset, predictions)
+  scores = evaluate_model(args, model, tokenizer)
   print(json.dumps({
       "impl": impl(), "schedule": "original" if args.original_schedule else "transformers",
       "seed": args.seed, "train_file": args.train_file, "train_examples": len(train_examples),
       "train_features": num_features, "steps": num_steps, "train_seconds": round(train_s, 1),
       "train_features_per_s": round(num_steps * args.train_batch_size / train_s, 2),
-      "eval_examples": len(eval_examples), "eval_features": len(eval_features),
-      "predict_seconds": round(predict_s, 1),
-      **{k: round(v, 4) if isinstance(v, float) else v for k, v in scores.items()}}))
+      **scores}))
 
 
 if __name__ == "__main__":

@@ -25,13 +25,16 @@ of the training records, repeated): N steps to trace and warm up, then N timed; 
 step. The peer is `hf_squad_peer.py --time_steps=N`.
 
 --replay_file=PATH --replay_steps=K: instead, the training step compared number for number with
-the peer's. Dropout off, the first K batches of the training records in file order, the real
-run's learning-rate schedule; writes those batches and the span head's initial weights to PATH
-(.npz) and prints the loss of every step. `hf_squad_peer.py --replay_file=PATH
---original_schedule` starts from the same weights, takes the same batches and prints its
-losses: equal implementations agree to float32 noise. With --replay_dropout (both sides) the
-model's dropout stays on: the steps then differ only in the dropout masks, so the losses agree
-only on average (compare means over many steps); K may exceed an epoch (the batches repeat).
+the peer's. Dropout off, the first K batches of the real run's training stream (shuffled by
+--seed, epochs in a new order each), the real run's learning-rate schedule; writes those
+batches and the span head's initial weights to PATH (.npz) and prints the loss of every step.
+`hf_squad_peer.py --replay_file=PATH --original_schedule` starts from the same weights, takes
+the same batches and prints its losses: equal implementations agree to float32 noise. With
+--replay_dropout (both sides) the model's dropout stays on: the steps then differ only in the
+dropout masks, so the losses agree only on average (compare means over many steps).
+--replay_eval (both sides) then scores the replayed model on --predict_file: with K the real
+run's steps, a paired comparison of the whole recipe in which nothing random differs but the
+dropout masks (none without --replay_dropout).
 """
 import dataclasses
 import json
@@ -75,6 +78,7 @@ flags.DEFINE_string("replay_file", None, "Write the replay batches and head weig
                     "(.npz) and print the loss of each of --replay_steps steps.")
 flags.DEFINE_integer("replay_steps", 10, "Steps of the replay.")
 flags.DEFINE_bool("replay_dropout", False, "Keep the model's dropout in the replay.")
+flags.DEFINE_bool("replay_eval", False, "Score the replayed model on --predict_file.")
 
 
 def make_task() -> squad.SquadTask:
@@ -122,17 +126,16 @@ def time_steps(strategy: tf.distribute.Strategy) -> None:
 
 
 def replay(strategy: tf.distribute.Strategy) -> None:
-  """Trains --replay_steps steps (without dropout unless --replay_dropout) on the training
-  records in file order, repeated,
-  saving the batches and the initial span head for the peer; prints the loss per step."""
+  """Trains --replay_steps steps (without dropout unless --replay_dropout) on the real run's
+  training stream, saving the batches and the initial span head for the peer; prints the loss
+  per step, and with --replay_eval the replayed model's scores."""
   task = make_task()
   batch_size, num_steps = FLAGS.train_batch_size, FLAGS.replay_steps
   with tempfile.TemporaryDirectory() as output_dir:
     run = runner.Runner(task, run_args(output_dir), strategy)
     [records] = run.write_records("train", batch_size)
-    batches = list(datasets.record_dataset(
-        [records.path], task.record_layout(True), batch_size, is_training=False,
-        drop_remainder=True).repeat().take(num_steps).as_numpy_iterator())
+    batches = list(run.dataset(records, batch_size, True, FLAGS.seed).take(num_steps)
+                   .as_numpy_iterator())
     total_steps = int(records.num_features / batch_size * FLAGS.num_train_epochs)
     bert_config = run.bert_config if FLAGS.replay_dropout else dataclasses.replace(
         run.bert_config, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
@@ -149,14 +152,19 @@ def replay(strategy: tf.distribute.Strategy) -> None:
                                               int(total_steps * 0.1)),
         task.loss, lambda ctx: tf.data.Dataset.from_tensor_slices(
             {k: tf.stack([b[k] for b in batches]) for k in batches[0]}),
-        f"{output_dir}/replay", num_steps, steps_per_loop=1, save_checkpoints_steps=num_steps,
+        output_dir, num_steps, steps_per_loop=1, save_checkpoints_steps=num_steps,
         init_fn=init_fn)
+    np.savez(FLAGS.replay_file, num_steps=num_steps, total_steps=total_steps, **saved)
     losses = [float(tf.make_ndarray(value.tensor))
-              for path in tf.io.gfile.glob(f"{output_dir}/replay/events.out.tfevents.*")
+              for path in tf.io.gfile.glob(f"{output_dir}/events.out.tfevents.*")
               for event in tf.compat.v1.train.summary_iterator(path)
               for value in event.summary.value if value.tag == "loss"]
-  np.savez(FLAGS.replay_file, num_steps=num_steps, total_steps=total_steps, **saved)
-  print(json.dumps({"impl": "bert_tf", "losses": [round(x, 5) for x in losses]}))
+    scores = {}
+    if FLAGS.replay_eval:  # The runner's own evaluation, from the replay's last checkpoint.
+      model, _ = run.restore()
+      scores = {k[len("eval_"):]: round(v, 4) if isinstance(v, float) else v for k, v in
+                run.evaluate(model, run.write_records("eval", FLAGS.predict_batch_size)).items()}
+  print(json.dumps({"impl": "bert_tf", "losses": [round(x, 5) for x in losses], **scores}))
 
 
 def main(argv):
