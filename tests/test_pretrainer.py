@@ -68,6 +68,37 @@ def test_outputs_and_checkpoint_items(objective, nsp):
   assert loss.dtype == tf.float32 and np.isfinite(loss.numpy())
 
 
+@pytest.mark.parametrize("num_layers", [1, 2])
+def test_last_block_at_the_read_positions_equals_the_whole_encoder(num_layers):
+  """The MLM model runs its last block from [CLS] and the masked positions only: its logits
+  and gradients equal the whole encoder's read at those positions (padding rows included)."""
+  model = build_pretrainer(dataclasses.replace(CONFIG, num_hidden_layers=num_layers), SEQ,
+                           PREDS)
+  _, features = _features()
+
+  def whole_encoder():
+    encoded = model.encoder({k: features[k] for k in pretrainer.ENCODER_INPUTS})
+    return (model.masked_lm(encoded["sequence_output"],
+                            masked_positions=features["masked_lm_positions"]),
+            model.next_sentence(encoded["pooled_output"]))
+
+  def fast_path():
+    outputs = model(features)
+    return outputs["mlm_logits"], outputs["nsp_logits"]
+
+  results = []
+  for forward in (whole_encoder, fast_path):
+    with tf.GradientTape() as tape:
+      mlm, nsp = forward()
+      total = tf.reduce_sum(mlm * mlm) + tf.reduce_sum(nsp)
+    results.append((mlm, nsp, tape.gradient(total, model.trainable_variables)))
+  (mlm_a, nsp_a, grads_a), (mlm_b, nsp_b, grads_b) = results
+  np.testing.assert_allclose(mlm_b, mlm_a, atol=1e-5)
+  np.testing.assert_allclose(nsp_b, nsp_a, atol=1e-5)
+  for a, b in zip(grads_a, grads_b):
+    np.testing.assert_allclose(tf.convert_to_tensor(b), tf.convert_to_tensor(a), atol=1e-4)
+
+
 def test_bad_arguments_are_clear_errors():
   with pytest.raises(ValueError, match="pass nsp=False"):
     build_pretrainer(CONFIG, SEQ, PREDS, objective="ltr", nsp=True)
