@@ -156,7 +156,7 @@ def _pieces(tokenizer, record) -> list[str]:
 
 def test_first_piece_carries_the_label(tmp_path, tokenizer):
   text = ("U.S. NNP B-NP B-LOC\nembassy NN I-NP O\nreopened VBD B-VP O\n1996-08-30 CD B-NP O\n"
-          "Schwarzenegger NNP B-NP B-PER\n")
+          "Schwarzenegger NNP B-NP B-PER\nLos NNP B-NP B-LOC\nAngeles NNP I-NP I-LOC\n")
   task = _task(tmp_path, text, max_seq_length=24, document_context=False)
   [sentence] = task.read_examples("train")
   features = task.convert_examples([sentence], tokenizer, True)
@@ -164,13 +164,25 @@ def test_first_piece_carries_the_label(tmp_path, tokenizer):
   assert features.extras is None  # Training features: nothing to post-process.
   pieces = _pieces(tokenizer, record)
   assert pieces == ["[CLS]", "u", ".", "s", ".", "embassy", "reopened", "1996", "-", "08", "-",
-                    "30", "schwarz", "##ene", "##gger", "[SEP]"]
-  labels = record["label_ids"]
+                    "30", "schwarz", "##ene", "##gger", "los", "angeles", "[SEP]"]
   label = {t: i for i, t in enumerate(task.config.labels)}
   expected = np.full(24, -1)
-  expected[[1, 5, 6, 7, 12]] = [label[t] for t in sentence.tags]
-  np.testing.assert_array_equal(labels, expected)
-  assert record["segment_ids"].tolist() == [0] * 24 and record["input_ids"][16:].sum() == 0
+  expected[[1, 5, 6, 7, 12, 15, 16]] = [label[t] for t in sentence.tags]
+  # A word's later basic tokens (u|.|s|. and 1996|-|08|-|30) carry its continuation tag, for
+  # serving, which tags the reference tokenizer's words; ##-pieces stay ignored.
+  expected[[2, 3, 4]] = label["I-LOC"]
+  expected[[8, 9, 10, 11]] = label["O"]
+  np.testing.assert_array_equal(record["label_ids"], expected)
+  assert record["segment_ids"].tolist() == [0] * 24 and record["input_ids"][18:].sum() == 0
+
+
+def test_a_continuation_tag_outside_the_label_set_is_ignored(tmp_path, tokenizer):
+  task = _task(tmp_path, "U.S. NNP B-NP B-LOC\nsaid VBD B-VP O\n", max_seq_length=16,
+               document_context=False)
+  [record] = task.convert_examples(task.read_examples("train"), tokenizer, True).records
+  assert record["label_ids"][:7].tolist() == [-1, task.config.labels.index("B-LOC"), -1, -1, -1,
+                                              task.config.labels.index("O"), -1]
+  assert [ner.continuation(t) for t in ("O", "B-LOC", "I-LOC")] == ["O", "I-LOC", "I-LOC"]
 
 
 def _document(num_sentences: int, words_per_sentence: int, offset: int = 0) -> str:
@@ -231,6 +243,11 @@ def test_a_long_sentence_is_split_and_every_word_predicted_once(tmp_path, tokeni
     predicted += [(int(index), extra.first_word + k) for k in range(len(extra.positions))]
   assert sorted(predicted) == [(0, k) for k in range(40)] + [(1, 0), (1, 1)]
   assert len(set(predicted)) == len(predicted)
+  for record, extra in zip(features.records, features.extras):
+    # Continuation labels too stay among the feature's own words: after its first word's
+    # first piece, before [SEP].
+    labelled = np.flatnonzero(record["label_ids"] >= 0)
+    assert labelled.min() == extra.positions[0] and labelled.max() < record["input_mask"].sum() - 1
   # The gold label ids as the model's output come back as the gold tags.
   outputs = {"label_ids": np.maximum(np.array([r["label_ids"] for r in features.records]), 0)}
   assert task.postprocess(sentences, features, outputs) == [s.tags for s in sentences]

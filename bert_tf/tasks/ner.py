@@ -6,7 +6,11 @@
                from the training file, or given), the label set the training file's tags
   features     each word's wordpieces (the project's tokenizer, word by word: "1996-08-30"
                becomes several basic tokens, all the word's); the word's label on its first
-               piece, -1 (ignored) on the others. With document_context (the paper's "maximal
+               piece, -1 (ignored) on its other pieces, except that the first piece of each
+               later basic token of the word ("U.S." is u . s .) carries the word's
+               continuation tag (I-LOC for B-LOC): served raw text is split into the
+               reference tokenizer's words, so there each basic token is tagged, and a
+               CoNLL word read whole must come out as one entity. With document_context (the paper's "maximal
                document context", on by default) a sentence is encoded with as many pieces of
                its document's neighbouring sentences as fit, balanced left and right, one
                segment; loss and predictions on the sentence's own words only. A sentence longer
@@ -19,7 +23,8 @@
                2-layer BiLSTM (lstm_units each way, masked by input_mask) -> dropout -> dense;
                the same inputs and {"logits"} output, so serving is unchanged
   loss         mean softmax cross-entropy over the labelled positions, in float32
-  predictions  a word's tag: the argmax of the logits at its first piece
+  predictions  a word's tag: the argmax of the logits at its first piece (the continuation
+               tags are learnt for serving, never read here)
   metrics      conlleval's (seqeval's default mode is its port): entity precision, recall and
                F1, overall and per type (f1_PER ...), and token accuracy; in percent, as
                conlleval prints them
@@ -221,6 +226,11 @@ def check_scheme(path: str, sentences: list[Sentence], scheme: str) -> str:
 def label_list(sentences: list[Sentence]) -> list[str]:
   """The tags of the sentences, "O" first, then sorted."""
   return sorted({t for s in sentences for t in s.tags}, key=lambda t: (t != "O", t))
+
+
+def continuation(tag: str) -> str:
+  """The tag of a word's later part in either scheme: I-<type> inside an entity, else O."""
+  return "O" if tag == "O" else f"I-{tag[2:]}"
 
 
 # Features.
@@ -448,7 +458,8 @@ class NerTask(FineTuningTask):
                        is_training: bool) -> Features:
     """A feature per run of words (see `_spans`) of each sentence, in order, with the context
     `_context` gives it. Prediction features carry their words' positions (`NerFeature`);
-    their words' label ids are those of the tags, -1 for a tag outside the label set."""
+    their words' label ids are those of the tags (and of their continuation tags at later
+    basic tokens), -1 for a tag outside the label set."""
     word_ids = _word_ids(examples, tokenizer)
     label_ids = {t: i for i, t in enumerate(self.config.labels)}
     room = self.config.max_seq_length - 2
@@ -457,6 +468,10 @@ class NerTask(FineTuningTask):
       pieces = [word_ids[w] for i in unit for w in examples[i].words]
       lengths = np.array([len(p) for p in pieces], np.int64)
       ids, first = np.concatenate(pieces), np.cumsum(lengths) - lengths
+      # The unit's pieces that start a later basic token of their word, and that word.
+      later = np.flatnonzero(~tokenizer.is_continuation[ids])
+      later = later[~np.isin(later, first)]
+      later_word = np.searchsorted(first, later, side="right") - 1
       word = 0  # The unit's index of the sentence's first word.
       for index in unit:
         sentence = examples[index]
@@ -467,7 +482,12 @@ class NerTask(FineTuningTask):
           begin, stop = _context(start, end, len(ids), room)
           positions = first[word + a:word + b] - begin + 1  # After [CLS].
           labels = [label_ids.get(t, IGNORED) for t in sentence.tags[a:b]]
-          records.append(self._record(tokenizer, ids[begin:stop], positions, labels))
+          inside = (later_word >= word + a) & (later_word < word + b) & (later < end)
+          positions_and_labels = (
+              np.concatenate([positions, later[inside] - begin + 1]),
+              labels + [label_ids.get(continuation(sentence.tags[w - word]), IGNORED)
+                        for w in later_word[inside].tolist()])
+          records.append(self._record(tokenizer, ids[begin:stop], *positions_and_labels))
           example_index.append(index)
           extras.append(NerFeature(a, positions))
         word += count

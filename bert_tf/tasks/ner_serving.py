@@ -29,7 +29,7 @@ The steps, on each text of the batch:
   3. The text's pieces are covered by windows [CLS] pieces [SEP] of max_seq_length - 2 pieces
      every half window, so a text of any length is tagged whole; the windows of the batch go
      through the model `windows_per_call` at a time. Each word's tag is the arg max of the
-     logits at its first piece (the other pieces carry no label in training), in the window
+     logits at its first piece (its ##-pieces carry no label in training), in the window
      where that piece has the most context: SQuAD's rule (the original's _check_is_max_context,
      min(left, right) + 0.01 * window length; the first window wins a tie).
   4. Entities are decoded from the tags with conlleval's chunk rules (seqeval's default mode,
@@ -42,10 +42,11 @@ Against the task's own predictions (ner.py): a sentence that fits one window, it
 by spaces, gets the tags the task predicts for it without document context. Elsewhere the two
 differ by design: the task gives a sentence its document's neighbouring sentences, balanced
 left and right; the signature knows no sentences and gives each piece its most central window.
-And a CoNLL word that the tokenizer splits ("U.S.", "1996-08-22", "'s") is one word with one
-tag to the task, several words here, each tagged: the words after its first carried no label in
-training, so their tags are the model's guess ("U.S." may come out as two entities, "U" and
-"S"), as they are in transformers' token-classification pipeline, which splits words likewise.
+And a CoNLL word that the tokenizer splits ("U.S.", "1996-08-22") is one word with one tag to
+the task, several words here, each tagged: so training gives the first piece of each of its
+later words the word's continuation tag (ner.py: I-LOC after B-LOC), and the model learns to
+tag "U.S." u B-LOC, . I-LOC, s I-LOC, . I-LOC, one entity, where transformers'
+token-classification pipeline, whose training leaves those words unlabelled, guesses.
 
 Bad input still answers: an empty text or one of only whitespace or deleted characters (no
 words, no entities), invalid UTF-8, a text of any length (100 kB of English news is ~17k words,
