@@ -15,7 +15,10 @@ batch 32, 2 epochs, lr 5e-5, seed 12345.
 - Features as run_ner's: BertTokenizerFast (uncased) on the sentence's words
   (is_split_into_words), each word's first token labelled with the word's tag, its other
   tokens and the special ones -100 (ignored); truncated to max_seq_length (a word cut off is
-  predicted O and counted in truncated_words), padded to it.
+  predicted O and counted in truncated_words); each training batch padded to its longest
+  sentence, as run_ner's DataCollatorForTokenClassification pads (--padding=max_length: to
+  max_seq_length, its --pad_to_max_length; --group_by_length: Trainer's length-grouped
+  batches).
 - AutoModelForTokenClassification (BertForTokenClassification: dropout 0.1 and a fresh dense
   layer on the sequence output; loss the mean cross-entropy over the labelled tokens).
 - AdamW (eps 1e-6, weight decay 0.01 except biases and LayerNorm), linear warmup over 10% then
@@ -118,6 +121,11 @@ def main():
   parser.add_argument("--original_schedule", action="store_true",
                       help="Decay the learning rate from step 0 as google-research/bert "
                       "does, instead of from the end of warmup as transformers does.")
+  parser.add_argument("--padding", choices=("max_length", "longest"), default="longest",
+                      help="longest: run_ner's default (DataCollatorForTokenClassification "
+                      "pads each batch to its longest); max_length: its --pad_to_max_length.")
+  parser.add_argument("--group_by_length", action="store_true",
+                      help="Trainer's --group_by_length: batches of similar lengths.")
   parser.add_argument("--time_steps", type=int, default=0,
                       help="Only time this many training steps on one batch (after as many "
                       "untimed).")
@@ -143,7 +151,9 @@ def main():
                args.time_steps)
     return
   losses = []
-  for step, batch in enumerate(batches(train, args.train_batch_size, num_steps, args.seed), 1):
+  stream = batches(train, args.train_batch_size, num_steps, args.seed, args.padding,
+                   args.group_by_length)
+  for step, batch in enumerate(stream, 1):
     losses.append(train_step(model, optimizer, batch).item())
     if step % 50 == 0 or step == num_steps:  # as bert_tf's training log: the running mean
       print(f"step {step}/{num_steps} | loss {np.mean(losses):.4f} | learning_rate "
@@ -165,7 +175,7 @@ def main():
                     f"{split}_f1": round(100 * f1_score(gold, predicted), 2)})
   print(json.dumps({
       "impl": impl(), "schedule": "original" if args.original_schedule else "transformers",
-      "seed": args.seed, "train_sentences": len(train_sentences), "steps": num_steps,
+      "padding": args.padding, "group_by_length": args.group_by_length, "seed": args.seed, "train_sentences": len(train_sentences), "steps": num_steps,
       "train_seconds": round(train_s, 1),
       "train_sentences_per_s": round(num_steps * args.train_batch_size / train_s, 2),
       **results}))
