@@ -1,4 +1,4 @@
-"""What the Hugging Face peers (hf_glue_peer.py, hf_squad_peer.py) share: the training stream,
+"""What the Hugging Face peers (hf_glue_peer.py, hf_squad_peer.py, hf_ner_peer.py) share: the training stream,
 step, optimizer and schedule, and the step timing. torch and transformers only; imported as a
 sibling module (the peers run as scripts from benchmarks/)."""
 import json
@@ -40,7 +40,8 @@ def batches(data, batch_size, num_steps, seed, padding="max_length", group_by_le
     batch = {k: v[idx] for k, v in data.items()}
     if padding == "longest":
       longest = int(lengths[idx].max())
-      batch = {k: v[:, :longest] if v.dim() == 2 else v for k, v in batch.items()}
+      # Contiguous, as the collator's fresh tensors are (token classification views labels).
+      batch = {k: v[:, :longest].contiguous() if v.dim() == 2 else v for k, v in batch.items()}
     yield batch
 
 
