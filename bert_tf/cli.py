@@ -95,16 +95,18 @@ def define_training_flags(fine_tuning: bool = True) -> None:
   flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs to perform.")
   flags.DEFINE_float("warmup_proportion", 0.1, "Proportion of training to perform linear "
                      "learning rate warmup for. E.g., 0.1 = 10% of training.")
-  flags.DEFINE_integer("length_buckets", None, "Training batches of similar lengths, each padded "
-                       "only to the shortest of this many lengths (multiples of max_seq_length / "
-                       "length_buckets, rounded up to a multiple of 8; at max_seq_length or more, "
-                       "every length) that holds it, instead of "
-                       "to max_seq_length: short sentences train faster. Default: 16 with "
-                       "--jit_compile (one XLA program per length), else each batch padded to its "
-                       "own longest (shapes cost nothing uncompiled). 0: every batch padded to "
-                       "max_seq_length, as the original. Off on TPUs (one program per loop needs "
-                       "one shape) and for tasks whose loss reads the padding (SQuAD's softmax "
-                       "over every position, as the original's).",
+  flags.DEFINE_integer("length_buckets", None,
+                       "Training batches of similar lengths, each padded only to the shortest of "
+                       "this many lengths (multiples of max_seq_length / length_buckets, rounded "
+                       "up to a multiple of 8; at max_seq_length or more, every length) that "
+                       "holds it, instead of to max_seq_length: short sentences train faster; "
+                       "evaluation and prediction batches likewise, of records in order of "
+                       "length. Default: 16 with --jit_compile (one XLA program per length), "
+                       "else each batch padded to its own longest (shapes cost nothing "
+                       "uncompiled). 0: every batch padded to max_seq_length, as the original. "
+                       "Off on TPUs (one program per loop needs one shape) and for tasks whose "
+                       "loss reads the padding (SQuAD's softmax over every position, as the "
+                       "original's).",
                        lower_bound=0)
   flags.DEFINE_integer("num_restarts", 1, "Fine-tune this many times per learning rate, with "
                        "seeds seed, seed+1, ...; the best on dev is kept.", lower_bound=1)

@@ -1,6 +1,8 @@
 """Length-bucketed training batches (`tfrecords.datasets.length_bucketed`): every record drawn
 as often as unbucketed, each batch cut to its bucket and nothing else, seeded; and, for every
-task's layout and model, a cut batch trains on the same loss as the same batch fully padded."""
+task's layout and model, a cut batch trains on the same loss as the same batch fully padded.
+Evaluation batches keep their records' order, each cut; records evaluated in order of length
+(as the runner writes them) predict what they predict fully padded."""
 import collections
 
 import numpy as np
@@ -122,12 +124,25 @@ def test_a_small_datasets_megabatch_holds_each_record_once(tmp_path):
     assert len(set(labels)) == len(labels), labels
 
 
-def test_length_buckets_are_for_training_only(tmp_path):
+@pytest.mark.parametrize("buckets", [SEQ, 4])
+def test_evaluation_batches_keep_the_order_each_cut_to_its_bucket(tmp_path, buckets):
   path = str(tmp_path / "eval.tf_record")
-  _write_choice_records(path, 8)
-  with pytest.raises(ValueError, match="length_buckets is for training"):
-    datasets.record_dataset([path], schema.multiple_choice_features(SEQ, 2), 4, False,
-                            length_buckets=4)
+  records = _write_choice_records(path, 10)
+  ds = datasets.record_dataset([path], schema.multiple_choice_features(SEQ, 2), 4, False,
+                               length_buckets=buckets)
+  width = datasets.bucket_width(SEQ, buckets)
+  labels = []
+  for features in ds:  # 4, 4 and the last 2: nothing dropped.
+    rows = features["label_ids"][:, 0].numpy().tolist()
+    longest = max(records[r]["input_mask"].reshape(2, SEQ).sum(-1).max() for r in rows)
+    cut = features["input_word_ids"].shape[1] // 2
+    assert cut == -(-longest // width) * width
+    for row, r in enumerate(rows):
+      for name, model_name in schema.MODEL_INPUT_NAMES.items():
+        expected = records[r][name].reshape(2, SEQ)[:, :cut].reshape(-1)
+        np.testing.assert_array_equal(features[model_name][row].numpy(), expected)
+    labels += rows
+  assert labels == list(range(10))
 
 
 def _task_records(kind: str, rng, num_records: int) -> list[dict]:
@@ -208,5 +223,45 @@ def test_a_cut_batch_has_the_loss_of_the_same_batch_fully_padded(name, tmp_path)
 def test_the_runner_buckets_by_exact_lengths_unless_compiled(jit_compile, flag, expected):
   strategy = distribute.get_strategy("one_device")
   args = runner.RunArgs(output_dir="unused", jit_compile=jit_compile, length_buckets=flag)
-  assert runner.training_length_buckets(args, TASKS["classification"](), strategy) == expected
-  assert runner.training_length_buckets(args, TASKS["squad"](), strategy) == 0
+  assert runner.batch_length_buckets(args, TASKS["classification"](), strategy) == expected
+  assert runner.batch_length_buckets(args, TASKS["squad"](), strategy) == 0
+
+
+@pytest.mark.parametrize("name", ["classification", "multiple_choice", "ner",
+                                  "ner_feature_based"])
+def test_evaluation_in_order_of_length_predicts_as_fully_padded(name, tmp_path):
+  """The runner's evaluation with buckets: records written in order of length (`by_length`),
+  batches cut, each task's predict_outputs, outputs put back in order (`in_feature_order`):
+  the outputs of the same records written in order and padded to max_seq_length."""
+  task = TASKS[name]()
+  kind = "ner" if name.startswith("ner") else name
+  layout = task.record_layout(False)
+  records = _task_records(kind, np.random.default_rng(2), 24)
+  config = BertConfig(vocab_size=2000, hidden_size=32, num_hidden_layers=4,
+                      num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)
+  tf.keras.utils.set_random_seed(0)
+  model = task.build_model(config)
+
+  def outputs(order, length_buckets):
+    path = str(tmp_path / f"eval_{length_buckets}.tf_record")
+    writer.write_records(path, layout, [records[i] for i in order])
+    batches, lengths = [], set()
+    for batch in datasets.record_dataset([path], layout, 8, False,
+                                         length_buckets=length_buckets):
+      lengths.add(batch["input_word_ids"].shape[1])
+      batches.append(task.predict_outputs(batch, model(batch, training=False)))
+    return {k: np.concatenate([b[k].numpy() for b in batches]) for k in batches[0]}, lengths
+
+  padded, padded_lengths = outputs(np.arange(len(records)), 0)
+  order = runner.by_length(records, layout)
+  cut, cut_lengths = outputs(order, SEQ)
+  cut = runner.in_feature_order(cut, order)
+  num_sequences = 4 if kind == "multiple_choice" else 1
+  assert padded_lengths == {num_sequences * SEQ} and max(cut_lengths) < num_sequences * SEQ
+  assert cut.keys() == padded.keys()
+  real = np.stack([r["input_mask"] for r in records]) == 1
+  for key in cut:
+    assert cut[key].shape == padded[key].shape
+    if kind == "ner":  # Per token: what post-processing reads, the tokens (padding cut off).
+      cut[key], padded[key] = cut[key][real], padded[key][real]
+    np.testing.assert_allclose(cut[key], padded[key], rtol=1e-4, atol=1e-5)

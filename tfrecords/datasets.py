@@ -140,8 +140,10 @@ def record_dataset(files: list[str],
     is_training: shuffle files and records, repeat forever, and drop the last partial batch.
     input_context: from `strategy.distribute_datasets_from_function`, or None.
     drop_remainder: defaults to `is_training`; evaluation keeps every record unless asked.
-    length_buckets: training only: with N > 0, batches of similar lengths (see
-      `length_bucketed`), their per-token features cut to one of N lengths.
+    length_buckets: with N > 0, each batch's per-token features cut to one of N lengths
+      (see `bucket_width`). Training: batches of similar lengths (see `length_bucketed`).
+      Evaluation: the records' order kept, each batch cut to its longest sequence's bucket
+      (records written in order of length, as the runner writes them, then pad little).
     records_per_epoch: with length_buckets, the number of records in `files`, if known: a
       megabatch then holds at most an epoch (a small dataset's would hold each record
       several times, and sorting would put the copies in one batch).
@@ -150,9 +152,6 @@ def record_dataset(files: list[str],
     A dataset of dicts: each feature's tensor of shape [batch, length] (int32 for int64
     features, float32 for float features); per-token features [batch, None] when bucketed.
   """
-  if length_buckets and not is_training:
-    raise ValueError("length_buckets is for training batches: evaluation and prediction keep "
-                     "the records' order and length")
   if drop_remainder is None:
     drop_remainder = is_training
   if input_context is not None:
@@ -178,7 +177,7 @@ def record_dataset(files: list[str],
     # records twice before others once, which costs fine-tuning on small tasks (MRPC) points.
     ds = ds.shuffle(shuffle_buffer, seed=seed).repeat()
 
-  if length_buckets:
+  if length_buckets and is_training:
     megabatch_batches = MEGABATCH_BATCHES
     if records_per_epoch:
       megabatch_batches = max(1, min(megabatch_batches,
@@ -187,8 +186,9 @@ def record_dataset(files: list[str],
     ds = ds.map(schema.to_model_inputs, num_parallel_calls=tf.data.AUTOTUNE)
   else:
     spec = schema.parse_spec(features)
+    cut = cut_in_order(features, length_buckets) if length_buckets else lambda batch: batch
     ds = ds.batch(batch_size, drop_remainder=drop_remainder)
-    ds = ds.map(lambda records: schema.to_model_inputs(tf.io.parse_example(records, spec)),
+    ds = ds.map(lambda records: schema.to_model_inputs(cut(tf.io.parse_example(records, spec))),
                 num_parallel_calls=tf.data.AUTOTUNE)
   return ds.prefetch(tf.data.AUTOTUNE).with_options(NO_AUTOTUNE_THREAD)
 
@@ -236,15 +236,32 @@ def length_bucketed(records: tf.data.Dataset, features: list[schema.Feature], ba
     return tf.gather(lengths, order[:, -1]), {name: tf.gather(value, order)
                                               for name, value in batch.items()}
 
-  def cut_to_bucket(longest, batch):
-    length = tf.clip_by_value(-(-longest // width) * width, width, sequence_length)
-    return {f.name: _cut(batch[f.name], f, length) if f.sequence_length else batch[f.name]
-            for f in features}
-
   megabatches = records.batch(megabatch_batches * batch_size, drop_remainder=True)
   ds = tf.data.Dataset.zip(tf.data.Dataset.random(seed=seed), megabatches)
   ds = ds.map(sorted_batches, num_parallel_calls=tf.data.AUTOTUNE).unbatch()
-  return ds.map(cut_to_bucket, num_parallel_calls=tf.data.AUTOTUNE)
+  return ds.map(lambda longest, batch: _cut_to_bucket(batch, features, longest, width),
+                num_parallel_calls=tf.data.AUTOTUNE)
+
+
+def cut_in_order(features: list[schema.Feature], length_buckets: int):
+  """A parsed batch -> the same records, their per-token features cut to the bucket (see
+  `bucket_width`) of the batch's longest sequence: evaluation's cut, which keeps the order."""
+  sequence_length = _sequence_length(features)
+  width = bucket_width(sequence_length, length_buckets)
+
+  def cut(batch: dict) -> dict:
+    longest = tf.reduce_max(_longest_sequences(batch["input_mask"], sequence_length))
+    return _cut_to_bucket(batch, features, longest, width)
+  return cut
+
+
+def _cut_to_bucket(batch: dict, features: list[schema.Feature], longest: tf.Tensor,
+                   width: int) -> dict:
+  """A parsed batch's per-token features cut to the shortest multiple of `width` that holds
+  `longest` pieces (at least one width, at most the layout's sequence length)."""
+  length = tf.clip_by_value(-(-longest // width) * width, width, _sequence_length(features))
+  return {f.name: _cut(batch[f.name], f, length) if f.sequence_length else batch[f.name]
+          for f in features}
 
 
 def _sequence_length(features: list[schema.Feature]) -> int:
@@ -269,7 +286,7 @@ def _cut(values: tf.Tensor, feature: schema.Feature, length: tf.Tensor) -> tf.Te
   num_sequences = feature.length // feature.sequence_length
   if num_sequences == 1:
     return values[:, :length]
-  batch = values.shape[0]  # Static: the reshapes keep it so.
+  batch = values.shape[0] or -1  # Static where known (training): the reshapes keep it so.
   per_sequence = tf.reshape(values, [batch, num_sequences, feature.sequence_length])
   return tf.reshape(per_sequence[:, :, :length], [batch, num_sequences * length])
 

@@ -4,18 +4,17 @@
                line, a blank line between sentences, -DOCSTART- lines starting documents) or
                `word<TAB>tag` files -> one `Sentence` per sentence; tags IOB1 or IOB2 (detected
                from the training file, or given), the label set the training file's tags
-  features     each word's wordpieces (the project's tokenizer, word by word: "1996-08-30"
-               becomes several basic tokens, all the word's); the word's label on its first
-               piece, -1 (ignored) on its other pieces, except that the first piece of each
-               later basic token of the word ("U.S." is u . s .) carries the word's
-               continuation tag (I-LOC for B-LOC): served raw text is split into the
-               reference tokenizer's words, so there each basic token is tagged, and a
-               CoNLL word read whole must come out as one entity. With document_context (the paper's "maximal
-               document context", on by default) a sentence is encoded with as many pieces of
-               its document's neighbouring sentences as fit, balanced left and right, one
-               segment; loss and predictions on the sentence's own words only. A sentence longer
-               than the window is split into runs of whole words, one feature each, so every
-               word is labelled, and predicted, exactly once
+  features     each word's wordpieces (the project's tokenizer, word by word: "1996-08-30" becomes
+               several basic tokens, all the word's); the word's label on its first piece, -1
+               (ignored) on its other pieces, except that the first piece of each later basic token
+               of the word ("U.S." is u . s .) carries the word's continuation tag (I-LOC for
+               B-LOC): served raw text is split into the reference tokenizer's words, so there each
+               basic token is tagged, and a CoNLL word read whole must come out as one entity. With
+               document_context (the paper's "maximal document context", on by default) a sentence
+               is encoded with as many pieces of its document's neighbouring sentences as fit,
+               balanced left and right, one segment; loss and predictions on the sentence's own
+               words only. A sentence longer than the window is split into runs of whole words, one
+               feature each, so every word is labelled, and predicted, exactly once
   model        the Model Garden's BertTokenClassifier: sequence output -> dropout -> dense ->
                {"logits": [batch, seq, num_labels]}; no CRF. Feature-based (the paper's
                Table 7, `feature_based`): the encoder frozen (no weight of it updated, dropout
@@ -547,8 +546,11 @@ class NerTask(FineTuningTask):
             {"accuracy": tf.math.divide_no_nan(tf.reduce_sum(hits * weights), count)})
 
   def predict_outputs(self, features: dict, outputs) -> dict[str, tf.Tensor]:
-    """The label id with the highest logit, int32 [batch, seq]: all post-processing reads."""
-    return {"label_ids": tf.argmax(outputs["logits"], -1, output_type=tf.int32)}
+    """The label id with the highest logit, int32 [batch, max_seq_length] (a batch cut
+    shorter padded back with 0, so that batches concatenate): all post-processing reads."""
+    ids = tf.argmax(outputs["logits"], -1, output_type=tf.int32)
+    padding = self.config.max_seq_length - tf.shape(ids)[1]
+    return {"label_ids": tf.pad(ids, [[0, 0], [0, padding]])}
 
   # Predictions, metrics and files.
   def postprocess(self, examples: list[Sentence], features: Features,

@@ -71,18 +71,20 @@ class RunArgs:
   mixed_precision: str = "none"
   jit_compile: bool = False
   export_dir: str | None = None
-  length_buckets: int | None = None  # None: see `training_length_buckets`.
+  length_buckets: int | None = None  # None: see `batch_length_buckets`.
 
 
 # Under XLA each batch length is one compiled program: few lengths, each a multiple of 8.
 COMPILED_LENGTH_BUCKETS = 16
 
 
-def training_length_buckets(args: RunArgs, task: FineTuningTask,
+def batch_length_buckets(args: RunArgs, task: FineTuningTask,
                             strategy: tf.distribute.Strategy) -> int:
-  """The length buckets of the training batches (`datasets.length_bucketed`; 0: every batch
-  padded to max_seq_length). Unset (None): COMPILED_LENGTH_BUCKETS under --jit_compile, else
-  max_seq_length, each batch cut to its own longest: uncompiled, a new length costs nothing."""
+  """The length buckets of the batches (0: every batch padded to max_seq_length). Training:
+  batches of similar lengths (`datasets.length_bucketed`); evaluation and prediction: records
+  written in order of length, each batch cut (`datasets.cut_in_order`), outputs put back in
+  order. Unset (None): COMPILED_LENGTH_BUCKETS under --jit_compile, else max_seq_length, each
+  batch cut to its own longest: uncompiled, a new length costs nothing."""
   if task.loss_reads_padding:
     logging.info("length buckets off: this task's loss reads the padding")
     return 0
@@ -159,12 +161,30 @@ def load_trained(model_dir: str, checkpoint: str | None = None, data: str | None
 @dataclasses.dataclass
 class SplitRecords:
   """A split written as records: its examples, the record file, how many features it holds,
-  and (eval and predict splits only: post-processing reads them) the features themselves."""
+  and (eval and predict splits only: post-processing reads them) the features themselves and,
+  where they are written in order of length, the feature of each record (`by_length`)."""
   name: str
   examples: list
   path: str
   num_features: int
   features: Features | None = None
+  order: np.ndarray | None = None
+
+
+def by_length(records: list[dict], layout) -> np.ndarray:
+  """The records' indices in order of their longest sequence (stable): evaluation batches of
+  neighbours in that order are cut to about their own length (`datasets.cut_in_order`)."""
+  [mask] = [f for f in layout if f.name == "input_mask"]
+  lengths = [r["input_mask"].reshape(-1, mask.sequence_length).sum(-1).max() for r in records]
+  return np.argsort(lengths, kind="stable")
+
+
+def in_feature_order(outputs: dict[str, np.ndarray], order: np.ndarray | None) -> dict:
+  """Outputs of records written in `order` (see `by_length`) put back in the features' order."""
+  if order is None:
+    return outputs
+  inverse = np.argsort(order)
+  return {name: values[inverse] for name, values in outputs.items()}
 
 
 def _record_name(kind: str, index: int, split: str) -> str:
@@ -202,7 +222,7 @@ class Runner:
     self.is_chief = distribute.is_chief(strategy)
     self._predictions = {}  # split -> (examples, predictions): a split both scored and written.
     self.vocab_file = vocab_file
-    self.length_buckets = training_length_buckets(args, task, strategy)
+    self.length_buckets = batch_length_buckets(args, task, strategy)
     tf.io.gfile.makedirs(args.output_dir)
 
   def _write_model_files(self) -> None:
@@ -226,8 +246,11 @@ class Runner:
         continue
       examples = self.task.read_examples(split)
       features = self.task.convert_examples(examples, self.tokenizer, is_training)
-      records = features.records
+      records, order = features.records, None
       if not is_training:
+        if self.length_buckets:  # Batches of similar lengths, cut (see `dataset`).
+          order = by_length(records, layout)
+          records = [records[i] for i in order]
         records = records + padding_records(layout, -len(records) % batch_size)
       path = os.path.join(self.args.output_dir, _record_name(mode, index, split))
       writer.write_records(path, layout, records)
@@ -236,15 +259,14 @@ class Runner:
                    padding, path)
       # Training features are only counted: SQuAD's would hold ~1 GB for nothing.
       out.append(SplitRecords(split, examples, path, len(features),
-                              None if is_training else features))
+                              None if is_training else features, order))
     return out
 
   def dataset(self, records: SplitRecords, batch_size: int, is_training: bool, seed=None,
               ctx=None) -> tf.data.Dataset:
     return datasets.record_dataset([records.path], self.task.record_layout(is_training),
                                    batch_size, is_training, input_context=ctx, seed=seed,
-                                   drop_remainder=True,
-                                   length_buckets=self.length_buckets if is_training else 0,
+                                   drop_remainder=True, length_buckets=self.length_buckets,
                                    records_per_epoch=records.num_features)
 
   def init_fn(self, model: tf_keras.Model) -> None:
@@ -319,7 +341,8 @@ class Runner:
       batches = [step(b) for b in distribute.distribute_dataset(strategy, dataset)]
     num = records.num_features
     outputs = {k: np.concatenate([b[k].numpy() for b in batches])[:num] for k in batches[0]}
-    return self.task.postprocess(records.examples, records.features, outputs)
+    return self.task.postprocess(records.examples, records.features,
+                                 in_feature_order(outputs, records.order))
 
   def evaluate(self, model: tf_keras.Model, eval_records: list[SplitRecords]) -> dict:
     """Dev metrics, named as the original's eval_results.txt: `eval_<metric>` for the first

@@ -153,7 +153,9 @@ class FineTuningTask(abc.ABC):
     """(replica-batch mean loss, {name: scalar metric}) of a training batch."""
 
   def predict_outputs(self, features: dict, outputs) -> dict[str, tf.Tensor]:
-    """What post-processing needs of each feature of a batch: {name: [batch, ...]}."""
+    """What post-processing needs of each feature of a batch: {name: [batch, ...]}, the same
+    shape for every batch: a batch may come cut short of max_seq_length (length buckets), so
+    a per-token output is padded back to it."""
     del features
     return outputs if isinstance(outputs, dict) else {"logits": outputs}
 
