@@ -51,6 +51,9 @@ flags.DEFINE_integer("seed", 12345, "Seed.")
 flags.DEFINE_integer("iterations_per_loop", 50, "Steps per tf.function call.")
 flags.DEFINE_enum("document_context", "both", ["both", "true", "false"],
                   "Which settings to run.")
+flags.DEFINE_integer("length_buckets", None, "run_ner's --length_buckets (unset: its default, "
+                     "each training batch of similar lengths cut to its longest; 0: random "
+                     "batches padded to max_seq_length).")
 
 
 def first_documents(source: str, target: str, max_sentences: int) -> None:
@@ -106,10 +109,11 @@ def main(argv):
         eval_batch_size=FLAGS.predict_batch_size, predict_batch_size=FLAGS.predict_batch_size,
         learning_rates=(FLAGS.learning_rate,), num_train_epochs=FLAGS.num_train_epochs,
         warmup_proportion=0.1, seed=FLAGS.seed, iterations_per_loop=FLAGS.iterations_per_loop,
-        save_checkpoints_steps=100000)
+        save_checkpoints_steps=100000, length_buckets=FLAGS.length_buckets)
     results = runner.run(task, args, distribute.get_strategy("one_device"))["best"]
     print(json.dumps({
         "impl": "bert_tf", "document_context": document_context, "seed": FLAGS.seed,
+        "length_buckets": FLAGS.length_buckets,
         "train_sentences": len(task.read_examples("train")),
         "train_features": count_records(os.path.join(output_dir, "train.tf_record")),
         "steps": results["global_step"], "train_seconds": round(results["train_seconds"], 1),
