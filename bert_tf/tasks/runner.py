@@ -79,7 +79,7 @@ COMPILED_LENGTH_BUCKETS = 16
 
 
 def batch_length_buckets(args: RunArgs, task: FineTuningTask,
-                            strategy: tf.distribute.Strategy) -> int:
+                         strategy: tf.distribute.Strategy) -> int:
   """The length buckets of the batches (0: every batch padded to max_seq_length). Training:
   batches of similar lengths (`datasets.length_bucketed`); evaluation and prediction: records
   written in order of length, each batch cut (`datasets.cut_in_order`), outputs put back in
