@@ -95,6 +95,26 @@ def test_with_a_bucket_per_length_each_batch_is_cut_to_its_longest(tmp_path):
   assert len(cuts) > 8  # Lengths that are not multiples of 8 among them.
 
 
+def test_without_grouping_each_batch_of_the_stream_is_only_cut(tmp_path):
+  """group_by_length=False (a loss that is a mean over tokens): the batches hold the records
+  that unbucketed batches of the same seed hold, each batch cut to its longest."""
+  path = str(tmp_path / "train.tf_record")
+  records = _write_choice_records(path, 200)
+  layout = schema.multiple_choice_features(SEQ, 2)
+  kwargs = dict(seed=3, records_per_epoch=200)
+  cut = datasets.record_dataset([path], layout, 4, True, length_buckets=SEQ,
+                                group_by_length=False, **kwargs)
+  padded = datasets.record_dataset([path], layout, 4, True, **kwargs)
+  lengths = set()
+  for a, b in zip(cut.take(60), padded.take(60)):
+    rows = a["label_ids"][:, 0].numpy().tolist()
+    assert sorted(rows) == sorted(b["label_ids"][:, 0].numpy().tolist())
+    longest = max(records[r]["input_mask"].reshape(2, SEQ).sum(-1).max() for r in rows)
+    assert a["input_word_ids"].shape[1] // 2 == longest
+    lengths.add(longest)
+  assert len(lengths) > 1
+
+
 def _labels_in_order(ds: tf.data.Dataset, steps: int) -> list[int]:
   return [int(x) for f in ds.take(steps) for x in f["label_ids"][:, 0]]
 

@@ -130,7 +130,8 @@ def record_dataset(files: list[str],
                    seed: int | None = None,
                    drop_remainder: bool | None = None,
                    length_buckets: int = 0,
-                   records_per_epoch: int | None = None) -> tf.data.Dataset:
+                   records_per_epoch: int | None = None,
+                   group_by_length: bool = True) -> tf.data.Dataset:
   """Batches of parsed records, renamed to model input names (see `schema.to_model_inputs`).
 
   Args:
@@ -147,6 +148,9 @@ def record_dataset(files: list[str],
     records_per_epoch: with length_buckets, the number of records in `files`, if known: a
       megabatch then holds at most an epoch (a small dataset's would hold each record
       several times, and sorting would put the copies in one batch).
+    group_by_length: with length_buckets in training, batches of similar lengths; False: the
+      shuffled stream's batches as they come, each only cut (for a loss that is a mean over
+      tokens, whose weights grouping would shift toward short sequences).
 
   Returns:
     A dataset of dicts: each feature's tensor of shape [batch, length] (int32 for int64
@@ -178,7 +182,7 @@ def record_dataset(files: list[str],
     ds = ds.shuffle(shuffle_buffer, seed=seed).repeat()
 
   if length_buckets and is_training:
-    megabatch_batches = MEGABATCH_BATCHES
+    megabatch_batches = MEGABATCH_BATCHES if group_by_length else 1
     if records_per_epoch:
       megabatch_batches = max(1, min(megabatch_batches,
                                      records_per_epoch // num_pipelines // batch_size))

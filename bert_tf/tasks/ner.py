@@ -396,6 +396,7 @@ class NerTask(FineTuningTask):
   """CoNLL-2003-style NER from data_dir's train.txt, dev.txt and test.txt."""
   config_class = NerConfig
   primary_metric = "f1"
+  loss_per_token = True  # Random training batches, each cut (see FineTuningTask).
 
   def __init__(self, config: NerConfig, data_dir: str | None = None):
     super().__init__(config)

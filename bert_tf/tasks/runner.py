@@ -267,7 +267,8 @@ class Runner:
     return datasets.record_dataset([records.path], self.task.record_layout(is_training),
                                    batch_size, is_training, input_context=ctx, seed=seed,
                                    drop_remainder=True, length_buckets=self.length_buckets,
-                                   records_per_epoch=records.num_features)
+                                   records_per_epoch=records.num_features,
+                                   group_by_length=not self.task.loss_per_token)
 
   def init_fn(self, model: tf_keras.Model) -> None:
     """Loads --init_checkpoint into the encoder (the task's head stays freshly drawn)."""

@@ -89,8 +89,8 @@ class Features:
 class FineTuningTask(abc.ABC):
   """One fine-tuning task; see the module docstring for the order of its parts.
 
-  Subclasses set `config_class` (their TaskConfig), `primary_metric` and, if it applies,
-  `loss_reads_padding`, and hold their config in `self.config`. A task built by
+  Subclasses set `config_class` (their TaskConfig), `primary_metric` and, where they apply,
+  `loss_reads_padding` and `loss_per_token`, and hold their config in `self.config`. A task built by
   `from_config` alone (no data paths) must still build its model and serving module: that is
   how export uses it.
   """
@@ -100,6 +100,11 @@ class FineTuningTask(abc.ABC):
   # position, as the original's): such a task trains on batches padded to max_seq_length,
   # since length buckets would change its loss.
   loss_reads_padding: ClassVar[bool] = False
+  # Whether the loss is a mean over tokens (NER's): batches sorted by length would weigh the
+  # tokens of short sequences more than random batches do (a batch of short sentences holds
+  # few tokens, yet counts as a whole step), so such a task trains on random batches, each
+  # only cut to its own length.
+  loss_per_token: ClassVar[bool] = False
 
   def __init__(self, config: TaskConfig):
     self.config = config
