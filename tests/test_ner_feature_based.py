@@ -137,9 +137,11 @@ def trained(tmp_path_factory):
 def test_training_leaves_the_encoder_and_learns_the_toy_task(trained):
   tmp, initial, results = trained
   out = str(tmp / "out")
-  # Chance is near 0: this run gave 86 in length-bucketed batches (8 of them), 90+ in
-  # batches padded to max_seq_length (another order of the same 40 sentences).
-  assert results["best"]["eval_f1"] > 80, results["best"]
+  # Chance is near 0. A frozen random encoder and 16 units learn this toy slowly and
+  # unevenly: 86 in length-grouped batches, 90+ padded, before the date filler's later parts
+  # ("-", "08", ...) carried labels; with them, 57 in the random cut batches NER now trains on
+  # (76 without them, 54 padded with them).
+  assert results["best"]["eval_f1"] > 45, results["best"]
   # Every encoder weight bit-identical after training, and none has optimizer slots.
   task, model, _ = runner.load_trained(out)
   assert isinstance(model, ner.FeatureBasedTagger)
