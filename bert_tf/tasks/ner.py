@@ -483,11 +483,10 @@ class NerTask(FineTuningTask):
           positions = first[word + a:word + b] - begin + 1  # After [CLS].
           labels = [label_ids.get(t, IGNORED) for t in sentence.tags[a:b]]
           inside = (later_word >= word + a) & (later_word < word + b) & (later < end)
-          positions_and_labels = (
-              np.concatenate([positions, later[inside] - begin + 1]),
-              labels + [label_ids.get(continuation(sentence.tags[w - word]), IGNORED)
-                        for w in later_word[inside].tolist()])
-          records.append(self._record(tokenizer, ids[begin:stop], *positions_and_labels))
+          labelled = np.concatenate([positions, later[inside] - begin + 1])
+          labels += [label_ids.get(continuation(sentence.tags[w - word]), IGNORED)
+                     for w in later_word[inside].tolist()]
+          records.append(self._record(tokenizer, ids[begin:stop], labelled, labels))
           example_index.append(index)
           extras.append(NerFeature(a, positions))
         word += count

@@ -90,9 +90,9 @@ class FineTuningTask(abc.ABC):
   """One fine-tuning task; see the module docstring for the order of its parts.
 
   Subclasses set `config_class` (their TaskConfig), `primary_metric` and, where they apply,
-  `loss_reads_padding` and `loss_per_token`, and hold their config in `self.config`. A task built by
-  `from_config` alone (no data paths) must still build its model and serving module: that is
-  how export uses it.
+  `loss_reads_padding` and `loss_per_token`, and hold their config in `self.config`. A task
+  built by `from_config` alone (no data paths) must still build its model and serving module:
+  that is how export uses it.
   """
   config_class: ClassVar[type[TaskConfig]] = TaskConfig
   primary_metric: ClassVar[str] = ""
