@@ -32,6 +32,11 @@ training sentences/s, dev precision/recall/F1 and test F1.
 
 --time_steps=N: instead, N warm-up then N timed training steps on the first batch, repeated;
 prints ms per step (benchmarks/train_step.py's peer at the same shape).
+
+--replay_file=PATH (from `ner.py --replay_file=PATH`): instead, bert_tf's paired replay
+(benchmarks/replay.py): its label list, head weights and batches, dropout off (--replay_dropout,
+as given to ner.py, keeps it); prints the loss of every step (add --original_schedule for
+bert_tf's schedule), and with --replay_eval the replayed model's dev and test scores.
 """
 import argparse
 import json
@@ -43,7 +48,8 @@ from seqeval.metrics import f1_score, precision_score, recall_score
 import torch
 import transformers
 
-from hf_peer import batches, build_optimizer, impl, time_steps, train_step
+from hf_peer import (batches, build_optimizer, impl, replay_config, replay_steps, time_steps,
+                     train_step)
 
 DOCSTART = "-DOCSTART-"
 
@@ -105,6 +111,41 @@ def predict(model, data, first_tokens, labels: list[str], batch_size: int):
   return tags, truncated
 
 
+def evaluate(args, tokenizer, model, labels: list[str]) -> dict:
+  """Dev and test: sentences, words truncated away, precision, recall and F1 in percent."""
+  label_ids = {t: i for i, t in enumerate(labels)}
+  results = {}
+  for split in ("dev", "test"):
+    sentences = read_conll(f"{args.data_dir}/{split}.txt", args.max_eval_sentences)
+    data, first_tokens = encode(tokenizer, sentences, label_ids, args.max_seq_length)
+    predicted, truncated = predict(model, data, first_tokens, labels, args.predict_batch_size)
+    gold = [tags for _, tags in sentences]
+    results.update({f"{split}_sentences": len(sentences),
+                    f"{split}_truncated_words": truncated,
+                    f"{split}_precision": round(100 * precision_score(gold, predicted), 2),
+                    f"{split}_recall": round(100 * recall_score(gold, predicted), 2),
+                    f"{split}_f1": round(100 * f1_score(gold, predicted), 2)})
+  return results
+
+
+def replay(args, tokenizer):
+  """bert_tf's replay steps (see ner.py --replay_file) in bert_tf's label order."""
+  saved = np.load(args.replay_file)
+  labels = [str(t) for t in saved["labels"]]
+  model = transformers.AutoModelForTokenClassification.from_pretrained(
+      args.model_dir, num_labels=len(labels), id2label=dict(enumerate(labels)),
+      label2id={t: i for i, t in enumerate(labels)}, **replay_config(args.replay_dropout))
+  losses = replay_steps(model, model.classifier, saved, lambda saved, i: {
+      "input_ids": saved[f"input_word_ids_{i}"], "attention_mask": saved[f"input_mask_{i}"],
+      "token_type_ids": saved[f"input_type_ids_{i}"],
+      # bert_tf marks the ignored positions -1; transformers' loss ignores -100.
+      "labels": np.where(saved[f"label_ids_{i}"] < 0, -100, saved[f"label_ids_{i}"])},
+      args.learning_rate, args.original_schedule)
+  scores = evaluate(args, tokenizer, model, labels) if args.replay_eval else {}
+  print(json.dumps({"impl": impl(), "losses": losses, **{
+      k: v for k, v in scores.items() if k.endswith(("_precision", "_recall", "_f1"))}}))
+
+
 def main():
   parser = argparse.ArgumentParser()
   parser.add_argument("--data_dir", default="../shared/data/conll2003")
@@ -129,10 +170,18 @@ def main():
   parser.add_argument("--time_steps", type=int, default=0,
                       help="Only time this many training steps on one batch (after as many "
                       "untimed).")
+  parser.add_argument("--replay_file", help="Replay bert_tf's steps from this .npz.")
+  parser.add_argument("--replay_dropout", action="store_true",
+                      help="Keep the model's dropout in the replay.")
+  parser.add_argument("--replay_eval", action="store_true",
+                      help="Score the replayed model on dev and test.")
   args = parser.parse_args()
   torch.set_num_threads(args.threads)
   torch.manual_seed(args.seed)
   tokenizer = transformers.BertTokenizerFast(f"{args.model_dir}/vocab.txt", do_lower_case=True)
+  if args.replay_file:
+    replay(args, tokenizer)
+    return
   train_sentences = read_conll(f"{args.data_dir}/train.txt", args.max_train_sentences)
   labels = sorted({t for _, tags in train_sentences for t in tags}, key=lambda t: (t != "O", t))
   label_ids = {t: i for i, t in enumerate(labels)}
@@ -162,20 +211,11 @@ def main():
     schedule.step()
   train_s = time.time() - start
 
-  results = {}
-  for split in ("dev", "test"):
-    sentences = read_conll(f"{args.data_dir}/{split}.txt", args.max_eval_sentences)
-    data, first_tokens = encode(tokenizer, sentences, label_ids, args.max_seq_length)
-    predicted, truncated = predict(model, data, first_tokens, labels, args.predict_batch_size)
-    gold = [tags for _, tags in sentences]
-    results.update({f"{split}_sentences": len(sentences),
-                    f"{split}_truncated_words": truncated,
-                    f"{split}_precision": round(100 * precision_score(gold, predicted), 2),
-                    f"{split}_recall": round(100 * recall_score(gold, predicted), 2),
-                    f"{split}_f1": round(100 * f1_score(gold, predicted), 2)})
+  results = evaluate(args, tokenizer, model, labels)
   print(json.dumps({
       "impl": impl(), "schedule": "original" if args.original_schedule else "transformers",
-      "padding": args.padding, "group_by_length": args.group_by_length, "seed": args.seed, "train_sentences": len(train_sentences), "steps": num_steps,
+      "padding": args.padding, "group_by_length": args.group_by_length, "seed": args.seed,
+      "train_sentences": len(train_sentences), "steps": num_steps,
       "train_seconds": round(train_s, 1),
       "train_sentences_per_s": round(num_steps * args.train_batch_size / train_s, 2),
       **results}))

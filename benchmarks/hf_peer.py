@@ -1,10 +1,11 @@
-"""What the Hugging Face peers (hf_glue_peer.py, hf_squad_peer.py, hf_ner_peer.py) share: the training stream,
-step, optimizer and schedule, and the step timing. torch and transformers only; imported as a
-sibling module (the peers run as scripts from benchmarks/)."""
+"""What the Hugging Face peers (hf_glue_peer.py, hf_squad_peer.py, hf_ner_peer.py) share: the
+training stream, step, optimizer and schedule, the step timing and the paired replay. torch and
+transformers only; imported as a sibling module (the peers run as scripts from benchmarks/)."""
 import json
 import random
 import time
 
+import numpy as np
 import torch
 import transformers
 import transformers.trainer_pt_utils
@@ -84,3 +85,27 @@ def build_optimizer(model, learning_rate: float, num_steps: int, original_schedu
   else:
     schedule = transformers.get_linear_schedule_with_warmup(optimizer, warmup, num_steps)
   return optimizer, schedule
+
+
+def replay_config(dropout: bool) -> dict:
+  """from_pretrained's overrides for a replay: without dropout unless kept."""
+  return {} if dropout else dict(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+
+
+def replay_steps(model, head, saved, batch_of, learning_rate: float, original_schedule: bool):
+  """bert_tf's paired replay (benchmarks/replay.py) on this side: `head` (a torch Linear)
+  takes the saved initial kernel and bias, then the saved batches (batch_of(saved, i): the
+  model's keyword arguments of step i) train the model under the replay's schedule. Returns
+  the loss of each step."""
+  with torch.no_grad():
+    head.weight.copy_(torch.from_numpy(saved["head_kernel"].T))
+    head.bias.copy_(torch.from_numpy(saved["head_bias"]))
+  optimizer, schedule = build_optimizer(model, learning_rate, int(saved["total_steps"]),
+                                        original_schedule)
+  model.train()
+  losses = []
+  for i in range(int(saved["num_steps"])):
+    batch = {k: torch.from_numpy(v.astype(np.int64)) for k, v in batch_of(saved, i).items()}
+    losses.append(round(train_step(model, optimizer, batch).item(), 5))
+    schedule.step()
+  return losses

@@ -68,7 +68,8 @@ import numpy as np
 import torch
 import transformers
 
-from hf_peer import batches, build_optimizer, impl, time_steps, train_step
+from hf_peer import (batches, build_optimizer, impl, replay_config, replay_steps, time_steps,
+                     train_step)
 
 
 @dataclasses.dataclass
@@ -331,25 +332,14 @@ def evaluate_model(args, model, tokenizer=None) -> dict:
 def replay(args):
   """bert_tf's replay steps (see squad.py --replay_file); prints the loss per step."""
   saved = np.load(args.replay_file)
-  no_dropout = {} if args.replay_dropout else dict(hidden_dropout_prob=0.0,
-                                                   attention_probs_dropout_prob=0.0)
-  model = transformers.AutoModelForQuestionAnswering.from_pretrained(args.model_dir,
-                                                                     **no_dropout)
-  with torch.no_grad():
-    model.qa_outputs.weight.copy_(torch.from_numpy(saved["head_kernel"].T))
-    model.qa_outputs.bias.copy_(torch.from_numpy(saved["head_bias"]))
-  optimizer, schedule = build_optimizer(model, args.learning_rate, int(saved["total_steps"]),
-                                        args.original_schedule)
-  model.train()
-  losses = []
-  for i in range(int(saved["num_steps"])):
-    batch = {"input_ids": saved[f"input_word_ids_{i}"], "attention_mask": saved[f"input_mask_{i}"],
-             "token_type_ids": saved[f"input_type_ids_{i}"],
-             "start_positions": saved[f"start_positions_{i}"][:, 0],
-             "end_positions": saved[f"end_positions_{i}"][:, 0]}
-    batch = {k: torch.from_numpy(v.astype(np.int64)) for k, v in batch.items()}
-    losses.append(round(train_step(model, optimizer, batch).item(), 5))
-    schedule.step()
+  model = transformers.AutoModelForQuestionAnswering.from_pretrained(
+      args.model_dir, **replay_config(args.replay_dropout))
+  losses = replay_steps(model, model.qa_outputs, saved, lambda saved, i: {
+      "input_ids": saved[f"input_word_ids_{i}"], "attention_mask": saved[f"input_mask_{i}"],
+      "token_type_ids": saved[f"input_type_ids_{i}"],
+      "start_positions": saved[f"start_positions_{i}"][:, 0],
+      "end_positions": saved[f"end_positions_{i}"][:, 0]}, args.learning_rate,
+      args.original_schedule)
   scores = evaluate_model(args, model) if args.replay_eval else {}
   print(json.dumps({"impl": impl(), "losses": losses, **scores}))
 

