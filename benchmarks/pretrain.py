@@ -30,10 +30,14 @@ figure (`NVIDIA_SEQ_PER_S`). `tiny` runs every row's code path at a tiny size in
 
 Without --input_file the records are random token ids (throughput does not depend on them).
 
+--profile_steps=N: instead, where a step's time goes: our model and loss and the Model Garden's,
+each in the bare loop's step, profiled for N steps; prints milliseconds per step by op type.
+
 --dynamic_masking: also the masked LM targets drawn in the input pipeline (`bert_tf.
 dynamic_masking`, MiniLM's vocab; random records without targets): the pipeline alone in masked
 batches/s, next to our model trained through it, and the ratio (how far the input keeps ahead).
 """
+import collections
 import dataclasses
 import glob
 import itertools
@@ -55,6 +59,7 @@ import tf_keras
 from official.nlp.modeling import layers as tfm_layers
 from official.nlp.modeling import models as tfm_models
 from official.nlp.modeling import networks as tfm_networks
+from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
 from bert_tf import configs, distribute, dynamic_masking, optimization, pretraining, training
 from bert_tf.modeling import encoder as encoder_lib
@@ -81,6 +86,9 @@ flags.DEFINE_integer("rounds", 1, "Alternate the sides this many times; report e
                      "best (on a busy machine the best is the least disturbed).")
 flags.DEFINE_bool("json_line", False, "Print one JSON line of results only (--suite's rows).")
 flags.DEFINE_enum("suite", None, ["gpu", "tiny"], "Run the GPU table (see the docstring).")
+flags.DEFINE_integer("profile_steps", 0, "Instead: profile this many steps of our model and "
+                     "loss and of the Model Garden's, each in the bare loop's step, and print "
+                     "the time per step by op type.")
 flags.DEFINE_bool("dynamic_masking", False, "Also time the dynamic-masking input pipeline "
                   "alone and our model trained through it.")
 FLAGS = flags.FLAGS
@@ -265,17 +273,15 @@ def model_garden_loss(features: dict, outputs: dict) -> tf.Tensor:
       tf.reduce_mean(nsp)
 
 
-def bare_sequences_per_second(config: configs.BertConfig, records: str) -> float:
-  """The Model Garden's minimal loop: a tf.function step (forward and backward XLA-compiled
-  with --jit_compile, as ours) and apply_gradients, called once per batch from Python."""
-  model = build_model_garden(config)
-  optimizer = create_optimizer(10 * FLAGS.steps)
+def bare_step(model: tf_keras.Model, loss_fn, optimizer):
+  """The Model Garden's minimal step: a tf.function (forward and backward XLA-compiled with
+  --jit_compile, as ours) of loss_fn(features, outputs) -> scalar, then apply_gradients."""
   loss_scaling = isinstance(optimizer, tf_keras.mixed_precision.LossScaleOptimizer)
 
   @tf.function(jit_compile=FLAGS.jit_compile)
   def gradients(features):
     with tf.GradientTape() as tape:
-      loss = model_garden_loss(features, model(features, training=True))
+      loss = loss_fn(features, model(features, training=True))
       scaled = optimizer.get_scaled_loss(loss) if loss_scaling else loss
     grads = tape.gradient(scaled, model.trainable_variables)
     return loss, optimizer.get_unscaled_gradients(grads) if loss_scaling else grads
@@ -288,15 +294,72 @@ def bare_sequences_per_second(config: configs.BertConfig, records: str) -> float
                               if g is not None)
     return loss
 
+  return step
+
+
+def bare_sequences_per_second(config: configs.BertConfig, records: str) -> float:
+  """The Model Garden's minimal loop: its model and loss in `bare_step`, called once per
+  batch from Python."""
+  step = bare_step(build_model_garden(config), model_garden_loss,
+                   create_optimizer(10 * FLAGS.steps))
   iterator = iter(offline_dataset_fn(records)())
   for _ in range(FLAGS.steps):
-    step(next(iterator))
-  optimizer.iterations.numpy()
+    loss = step(next(iterator))
+  loss.numpy()  # The untimed steps done.
   start = time.perf_counter()
   for _ in range(FLAGS.steps):
     loss = step(next(iterator))
   loss.numpy()
   return FLAGS.steps * FLAGS.batch_size / (time.perf_counter() - start)
+
+
+def op_seconds_by_type(step, iterator, num_steps: int) -> collections.Counter:
+  """Seconds per step spent in each TensorFlow op type over num_steps profiled steps (after
+  as many untimed): the kernels' own times, summed over threads, so they add up to more
+  than the wall time when ops overlap; function-call and executor wrappers left out."""
+  for _ in range(num_steps):
+    step(next(iterator))
+  with tempfile.TemporaryDirectory() as logdir:
+    tf.profiler.experimental.start(logdir)
+    for _ in range(num_steps):
+      step(next(iterator)).numpy()
+    tf.profiler.experimental.stop()
+    [path] = glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True)
+    with open(path, "rb") as f:
+      space = xplane_pb2.XSpace.FromString(f.read())
+  seconds = collections.Counter()
+  for plane in space.planes:
+    for line in plane.lines:
+      for event in line.events:
+        # A kernel's event is "op_name:OpType"; the executor's own ("ExecutorState::Process",
+        # "EagerLocalExecute: __inference_step_7") have a "::" or a space.
+        name = plane.event_metadata[event.metadata_id].name
+        op_type = name.rpartition(":")[2]
+        if ":" in name and "::" not in name and " " not in name and \
+            "PartitionedCall" not in op_type:
+          seconds[op_type] += event.duration_ps * 1e-12 / num_steps
+  return seconds
+
+
+def print_profile(config: configs.BertConfig, records: str) -> None:
+  """--profile_steps: our model and loss and the Model Garden's, each in `bare_step`; per
+  step, the milliseconds of the op types that take most time on either side."""
+  ours = bare_step(
+      pretrainer.build_pretrainer(config, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq),
+      lambda features, outputs: pretrainer.pretraining_loss(features, outputs)[0],
+      create_optimizer(10 * FLAGS.steps))
+  garden = bare_step(build_model_garden(config), model_garden_loss,
+                     create_optimizer(10 * FLAGS.steps))
+  sides = {name: op_seconds_by_type(step, iter(offline_dataset_fn(records)()),
+                                    FLAGS.profile_steps)
+           for name, step in (("ours", ours), ("garden", garden))}
+  top = sorted(set(sides["ours"]) | set(sides["garden"]),
+               key=lambda t: -max(sides["ours"][t], sides["garden"][t]))[:20]
+  print(f"op type (ms per step, {FLAGS.profile_steps} profiled steps)    ours   garden")
+  for op_type in top + ["(all ops)"]:
+    values = [sum(side.values()) if op_type == "(all ops)" else side[op_type]
+              for side in sides.values()]
+    print(f"{op_type:40s} {1000 * values[0]:7.1f} {1000 * values[1]:8.1f}")
 
 
 def side_fns(strategy, config: configs.BertConfig, records: str) -> dict:
@@ -436,6 +499,10 @@ def main(argv):
             else configs.preset(FLAGS.preset))
   strategy = distribute.get_strategy(FLAGS.distribution_strategy)
   training.set_mixed_precision(FLAGS.mixed_precision)
+  if FLAGS.profile_steps:
+    with tempfile.TemporaryDirectory() as tmp:
+      print_profile(config, FLAGS.input_file or random_records(tmp, config, 4 * FLAGS.batch_size))
+    return
   results = measure(strategy, config)
   if FLAGS.json_line:
     print(json.dumps(results))
