@@ -329,7 +329,9 @@ class Runner:
     batch split across replicas in order and gathered back), then post-processing."""
     strategy = self.strategy
 
-    @tf.function(autograph=False)  # Plain ops only: nothing for AutoGraph to convert.
+    # Plain ops only: nothing for AutoGraph to convert. Batches cut to their own lengths come
+    # in many shapes: after the second, one trace for any length rather than one per length.
+    @tf.function(autograph=False, reduce_retracing=True)
     def step(features):
       def replica_fn(f):
         outputs = training.without_autograph(model)(f, training=False)
