@@ -10,9 +10,9 @@ The recipe, sized for under an hour on a 2-core CPU for both runs: the first doc
 train.txt up to --max_train_sentences=4000 sentences (whole documents, so the context is real),
 max_seq_length 128, batch 32, 2 epochs (int(features / 32 * 2) steps), lr 5e-5 with 10% warmup
 then linear decay, AdamW weight decay 0.01, seed 12345; scored on all of dev.txt and test.txt
-(--max_eval_sentences cuts them the same way) with conlleval's rules. A training step costs the
-same either way (every feature is padded to 128); with document context a sentence has ~124
-pieces of its document around it instead of its own ~20.
+(--max_eval_sentences cuts them the same way) with conlleval's rules. Batches are cut to their
+longest feature, so a step with document context (a sentence and ~100 pieces of its document
+around it) costs more than one without (a sentence's own ~20 pieces).
 
 Prints one JSON line per setting (document_context true, then false): training sentences,
 features, steps, training wall time (model build, checkpoint load and tracing included, as the

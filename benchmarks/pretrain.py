@@ -3,8 +3,9 @@
 Sides (--sides, alternated --rounds times, each side's best kept), all on the same records,
 batch, optimizer (`optimization.create_optimizer`), precision and XLA setting:
   entry   `pretraining.pretrain`, what run_pretraining runs: its loop, metrics, progress
-          lines, TensorBoard summaries and checkpoints (one per loop: --save_checkpoints_steps
-          defaults to --steps). Timed between the summaries of its two loops (their wall
+          lines, TensorBoard summaries and checkpoints (at run_pretraining's cadence,
+          --save_checkpoints_steps=1000, so none inside a short timed loop; set it to --steps
+          to time one per loop). Timed between the summaries of its two loops (their wall
           times in the event file), so everything the loop does between them counts.
   loop    our BertPretrainer through `training.train` (its examples_per_second: the loop's
           tf.function call only).
@@ -76,8 +77,8 @@ flags.DEFINE_integer("max_seq_length", 128, "Sequence length.")
 flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per sequence.")
 flags.DEFINE_integer("steps", 20, "Timed steps per side (after as many untimed ones).")
 flags.DEFINE_list("sides", ["entry", "bare"], f"Which of {SIDES} to run.")
-flags.DEFINE_integer("save_checkpoints_steps", None, "The entry side's checkpoint interval; "
-                     "default --steps: a checkpoint in every loop, timed.")
+flags.DEFINE_integer("save_checkpoints_steps", 1000, "The entry side's checkpoint interval "
+                     "(run_pretraining's default); --steps times a checkpoint in every loop.")
 flags.DEFINE_enum("mixed_precision", "none", list(training.PRECISIONS), "Compute dtype.")
 flags.DEFINE_bool("jit_compile", False, "XLA-compile the forward and backward pass.")
 flags.DEFINE_enum("distribution_strategy", "auto", list(distribute.STRATEGIES), "Strategy.")
@@ -247,7 +248,7 @@ def entry_sequences_per_second(strategy, config: configs.BertConfig, records: st
         max_predictions_per_seq=FLAGS.max_predictions_per_seq, do_train=True,
         train_batch_size=FLAGS.batch_size, learning_rate=1e-4,
         num_train_steps=2 * FLAGS.steps, num_warmup_steps=FLAGS.steps,
-        save_checkpoints_steps=FLAGS.save_checkpoints_steps or FLAGS.steps,
+        save_checkpoints_steps=FLAGS.save_checkpoints_steps,
         iterations_per_loop=FLAGS.steps, mixed_precision=FLAGS.mixed_precision,
         jit_compile=FLAGS.jit_compile), strategy)
     wall_times = {}

@@ -6,7 +6,9 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.configs import BertConfig
-from bert_tf.modeling.encoder import activation, build_encoder
+import tf_keras
+
+from bert_tf.modeling.encoder import MultiHeadAttention, activation, build_encoder
 
 CONFIG = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                     intermediate_size=48, max_position_embeddings=16,
@@ -89,3 +91,24 @@ def test_gelu_names_keep_each_sources_meaning():
   np.testing.assert_allclose(activation("gelu")(x), tanh_form, atol=1e-6)
   np.testing.assert_allclose(activation("gelu_new")(x), tanh_form, atol=1e-6)
   np.testing.assert_allclose(activation("gelu_exact")(x), erf_form, atol=1e-6)
+
+
+def test_blocks_attend_with_matmuls_equal_to_tf_keras_einsums(encoder):
+  """The blocks use bert_tf's MultiHeadAttention (batched matmuls), whose outputs and scores
+  equal tf_keras's (einsums) on the same weights, with a mask and fewer queries than keys."""
+  block = encoder.get_layer("transformer/layer_0")
+  assert type(block._attention_layer) is MultiHeadAttention
+  config = block._attention_layer.get_config()
+  ours = MultiHeadAttention.from_config(dict(config))
+  theirs = tf_keras.layers.MultiHeadAttention.from_config(dict(config))
+  rng = np.random.default_rng(3)
+  query = rng.normal(size=(2, 3, 32)).astype(np.float32)
+  value = rng.normal(size=(2, SEQ, 32)).astype(np.float32)
+  mask = rng.integers(0, 2, (2, 3, SEQ)).astype(bool)
+  mask[:, :, 0] = True
+  ours(query, value, attention_mask=mask)
+  theirs(query, value, attention_mask=mask)
+  theirs.set_weights(ours.get_weights())
+  for a, b in zip(ours(query, value, attention_mask=mask, return_attention_scores=True),
+                  theirs(query, value, attention_mask=mask, return_attention_scores=True)):
+    np.testing.assert_allclose(a, b, atol=1e-5)

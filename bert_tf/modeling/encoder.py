@@ -11,6 +11,7 @@ left-to-right ablation needs a causal mask too, so the same layers are wired her
 attention mask that can be either.
 """
 import contextlib
+import math
 
 import tensorflow as tf
 import tf_keras
@@ -63,6 +64,35 @@ class AttentionMask(layers.SelfAttentionMask):
 
   def get_config(self):
     return dict(super().get_config(), causal=self.causal)
+
+
+@tf_keras.utils.register_keras_serializable(package="bert_tf")
+class MultiHeadAttention(tf_keras.layers.MultiHeadAttention):
+  """tf_keras's attention with its two batched products (query . key, probabilities . value)
+  as transposes and `tf.matmul` instead of `tf.einsum`: the same values, and on a CPU ~1.6x
+  faster forward and backward (oneDNN's einsum for these equations is slower than its batched
+  matmul; [32, 128, 4, 64]: 27 -> 17 ms), ~4% of a pretraining step at L=4/H=256."""
+
+  def _compute_attention(self, query, key, value, attention_mask=None, training=None):
+    # query [B, T, N, D], key and value [B, S, N, D] -> output [B, T, N, D], scores [B, N, T, S].
+    heads_first = lambda x: tf.transpose(x, [0, 2, 1, 3])
+    query = tf.multiply(query, 1.0 / math.sqrt(float(self._key_dim)))
+    scores = tf.matmul(heads_first(query), heads_first(key), transpose_b=True)
+    scores = self._masked_softmax(scores, attention_mask)
+    dropped = self._dropout_layer(scores, training=training)
+    return heads_first(tf.matmul(dropped, heads_first(value))), scores
+
+
+@tf_keras.utils.register_keras_serializable(package="bert_tf")
+class TransformerEncoderBlock(layers.TransformerEncoderBlock):
+  """The Model Garden's post-LN Transformer block with `MultiHeadAttention` above."""
+
+  def build(self, input_shape):
+    super().build(input_shape)
+    # The block makes tf_keras's layer with no hook to pass a class. Its unbuilt instance becomes
+    # the subclass (which adds no state) rather than a new layer: tracking order, and so the
+    # order of the weights, stays the Model Garden's.
+    self._attention_layer.__class__ = MultiHeadAttention
 
 
 @contextlib.contextmanager
@@ -128,7 +158,7 @@ def build_encoder(config: BertConfig, attention: str = "bidirectional") -> tf_ke
       x, inputs["input_mask"])
   encoder_outputs = []
   for i in range(config.num_hidden_layers):
-    x = layers.TransformerEncoderBlock(
+    x = TransformerEncoderBlock(
         num_attention_heads=config.num_attention_heads,
         inner_dim=config.intermediate_size,
         inner_activation=activation(config.hidden_act),
