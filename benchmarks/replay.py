@@ -32,6 +32,20 @@ def define_flags() -> None:
   flags.DEFINE_bool("replay_eval", False, "Score the replayed model.")
 
 
+def run_args(output_dir: str, **extra) -> runner.RunArgs:
+  """The RunArgs of squad.py's and ner.py's recipe, from their common flags (init_checkpoint,
+  train_batch_size, predict_batch_size, learning_rate, num_train_epochs, seed,
+  iterations_per_loop), with `extra` RunArgs fields; no checkpoint before the end."""
+  FLAGS = flags.FLAGS
+  return runner.RunArgs(
+      output_dir=output_dir, init_checkpoint=FLAGS.init_checkpoint, do_train=True,
+      do_eval=True, do_predict=True, train_batch_size=FLAGS.train_batch_size,
+      eval_batch_size=FLAGS.predict_batch_size, predict_batch_size=FLAGS.predict_batch_size,
+      learning_rates=(FLAGS.learning_rate,), num_train_epochs=FLAGS.num_train_epochs,
+      warmup_proportion=0.1, seed=FLAGS.seed, iterations_per_loop=FLAGS.iterations_per_loop,
+      save_checkpoints_steps=100000, **extra)
+
+
 def replay(run: runner.Runner, head: Callable[[tf_keras.Model], tf_keras.layers.Layer],
            learning_rate: float, num_steps: int, path: str, dropout: bool,
            **extra: np.ndarray) -> list[float]:

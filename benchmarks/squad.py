@@ -78,13 +78,7 @@ def make_task() -> squad.SquadTask:
 
 
 def run_args(output_dir: str) -> runner.RunArgs:
-  return runner.RunArgs(
-      output_dir=output_dir, init_checkpoint=FLAGS.init_checkpoint, do_train=True,
-      do_eval=True, do_predict=True, train_batch_size=FLAGS.train_batch_size,
-      eval_batch_size=FLAGS.predict_batch_size, predict_batch_size=FLAGS.predict_batch_size,
-      learning_rates=(FLAGS.learning_rate,), num_train_epochs=FLAGS.num_train_epochs,
-      warmup_proportion=0.1, seed=FLAGS.seed, iterations_per_loop=FLAGS.iterations_per_loop,
-      save_checkpoints_steps=100000, jit_compile=FLAGS.jit_compile)
+  return replay.run_args(output_dir, jit_compile=FLAGS.jit_compile)
 
 
 def count_records(path: str) -> int:
