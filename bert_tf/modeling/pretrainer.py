@@ -13,7 +13,7 @@ import tf_keras
 
 from bert_tf.configs import BertConfig
 from bert_tf.modeling import heads
-from bert_tf.modeling.encoder import build_encoder, generator_dropout
+from bert_tf.modeling.encoder import build_encoder
 
 OBJECTIVES = ("mlm", "ltr")
 ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
@@ -46,8 +46,7 @@ class BertPretrainer(tf_keras.Model):
   def __init__(self, config: BertConfig, objective: str = "mlm", nsp: bool = True, **kwargs):
     super().__init__(**kwargs)
     self.objective = objective
-    with generator_dropout():
-      self.encoder = build_encoder(config, "causal" if objective == "ltr" else "bidirectional")
+    self.encoder = build_encoder(config, "causal" if objective == "ltr" else "bidirectional")
     self.masked_lm = heads.masked_lm(config, self.encoder)
     self.next_sentence = heads.next_sentence(config) if nsp else None
     if objective == "mlm":
