@@ -132,15 +132,22 @@ def test_a_finished_run_is_not_trained_further(runs):
   assert checkpoint_steps(runs["dir"] / "full") == [2, 4, 6, 8]
 
 
-def test_the_training_loop_is_traced_once(runs, tmp_path, monkeypatch):
+def test_the_training_loop_and_its_step_are_traced_once(runs, tmp_path, monkeypatch):
   """Slots created in the loop's first call would make tf.function trace it twice (once to
-  create the variables, once to run): seconds of start-up on a real model."""
-  loops = []
+  create the variables, once to run); the metrics' names come from the step's own trace,
+  which the loop reuses: each trace of a real model is seconds of start-up."""
+  made = []
   make_loop = training._loop_fn
-  monkeypatch.setattr(training, "_loop_fn", lambda *a: loops.append(make_loop(*a)) or loops[-1])
+  monkeypatch.setattr(training, "_loop_fn",
+                      lambda strategy, step: made.append((make_loop(strategy, step), step))
+                      or made[-1][0])
   train_tiny(distribute.get_strategy("one_device"), runs["records"], runs["init"],
              str(tmp_path), 4)
-  assert [loop.experimental_get_tracing_count() for loop in loops] == [1]
+  [(loop, step)] = made
+  assert loop.experimental_get_tracing_count() == 1
+  assert step.gradients.experimental_get_tracing_count() == 1
+  assert sorted(step.metrics.means) == ["loss", "masked_lm_accuracy", "masked_lm_loss",
+                                        "next_sentence_accuracy", "next_sentence_loss"]
 
 
 def test_xla_compiled_step_matches_the_plain_one(runs, tmp_path):
