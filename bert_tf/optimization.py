@@ -51,6 +51,16 @@ class AdamWeightDecay(legacy_adamw.AdamWeightDecay):
     coefficients["epsilon"] = coefficients["epsilon"] * tf.sqrt(
         1 - coefficients["beta_2_power"])
 
+  def _resource_apply_sparse_duplicate_indices(self, grad, handle, indices, **kwargs):
+    """The word embeddings' gradient (the rows a batch gathered) scattered into a dense one,
+    then applied as every other weight's. The same update, with fewer passes: Keras's sparse
+    Adam still decays every row of both moments and moves every row of the weight, in
+    separate dense ops; the dense kernel does it all in one (MiniLM fine-tuning at 16
+    tokens: 30 of 480 ms of ops a step). After the all-reduce, which stays sparse."""
+    num_rows = tf.shape(handle, out_type=indices.dtype)[0]
+    dense = tf.math.unsorted_segment_sum(grad, indices, num_rows)
+    return self._resource_apply_dense(dense, handle, **kwargs)
+
 
 def learning_rate_schedule(learning_rate: float, num_train_steps: int,
                            num_warmup_steps: int,

@@ -124,15 +124,23 @@ def test_adamw_adds_epsilon_to_the_bias_corrected_root_as_adam_algorithm_1():
 
 
 def test_adamw_sparse_update_equals_dense():
-  # Embedding tables get IndexedSlices gradients, which take Keras' other update path.
-  grads = [g * 1e-5 for g in STEPS_GRADS[1]]
-  dense = _run("adamw", [grads])
+  # Embedding tables get IndexedSlices gradients, with rows repeated (a token twice in a batch)
+  # and rows absent: the update is that of the summed dense gradient, zero rows included (their
+  # moments still decay). Two steps, so the second sees the first's moments.
+  steps = [[g * 1e-5 for g in grads] for grads in STEPS_GRADS[1:]]
+  for grads in steps:
+    grads[0][1] = 0.0
+  dense = _run("adamw", steps)
   values, variables = _variables()
   opt = optimization.create_optimizer(LR, STEPS, 0)
-  kernel_slices = tf.IndexedSlices(tf.constant(grads[0], tf.float32), tf.range(3))
-  opt.apply_gradients(zip([kernel_slices] + [tf.constant(g, tf.float32) for g in grads[1:]],
-                          variables))
+  for grads in steps:
+    kernel = grads[0]
+    rows = tf.constant(np.stack([0.25 * kernel[0], kernel[2], 0.75 * kernel[0]]), tf.float32)
+    kernel_slices = tf.IndexedSlices(rows, tf.constant([0, 2, 0]))
+    opt.apply_gradients(zip([kernel_slices] + [tf.constant(g, tf.float32) for g in grads[1:]],
+                            variables))
   np.testing.assert_allclose(variables[0].numpy(), dense[0], rtol=1e-5, atol=1e-7)
+  assert not np.allclose(dense[0][1], values["dense/kernel"][1])  # The zero row moved too.
 
 
 def test_lamb_matches_reference_trust_ratio():
