@@ -134,12 +134,17 @@ def without_autograph(fn: Callable) -> Callable:
   return tf.autograph.experimental.do_not_convert(fn)
 
 
-def _metric_names(model: tf_keras.Model, loss_fn: LossFn, dataset_fn: DatasetFn) -> list[str]:
-  """The names of loss_fn's metrics, from a trace on the dataset's shapes (nothing runs)."""
-  spec = dataset_fn(tf.distribute.InputContext()).element_spec
-  trace = tf.function(lambda features: loss_fn(
-      features, without_autograph(model)(features, training=False))[1])
-  return sorted(trace.get_concrete_function(spec).structured_outputs)
+def _metric_names(strategy: tf.distribute.Strategy, fn, dataset_fn: DatasetFn) -> list[str]:
+  """The names of the metrics `fn` (a tf.function: features -> (loss, {name: metric}, ...))
+  returns, from its trace on a replica's batch, in a replica context: the trace that the
+  loop calling fn under `strategy.run` then reuses (same function, signature and context),
+  so learning the names costs no trace of its own (~0.7 s on MiniLM)."""
+  context = tf.distribute.InputContext(num_replicas_in_sync=strategy.num_replicas_in_sync)
+  spec = dataset_fn(context).element_spec
+  names = []
+  strategy.run(lambda: names.append(
+      sorted(fn.get_concrete_function(spec).structured_outputs[1])))
+  return names[0]
 
 
 def _skip_consumed(dataset_fn: DatasetFn, global_step: int) -> DatasetFn:
@@ -166,12 +171,14 @@ class _TrainStep:
   every branch in it tests a static value, and converting the optimizer's and the loss's
   code costs a start-up ~0.5 s."""
 
-  def __init__(self, model, optimizer, loss_fn: LossFn, num_replicas: int, jit_compile: bool):
+  def __init__(self, strategy: tf.distribute.Strategy, model, optimizer, loss_fn: LossFn,
+               dataset_fn: DatasetFn, jit_compile: bool):
     self.model, self.optimizer, self.loss_fn = model, optimizer, loss_fn
-    self.num_replicas = num_replicas
+    self.num_replicas = strategy.num_replicas_in_sync
     self.loss_scaling = isinstance(optimizer, tf_keras.mixed_precision.LossScaleOptimizer)
     self.gradients = tf.function(self._gradients, jit_compile=jit_compile, autograph=False)
-    self.metrics: _Metrics | None = None
+    with strategy.scope():
+      self.metrics = _Metrics(_metric_names(strategy, self.gradients, dataset_fn))
 
   def _gradients(self, features):
     with tf.GradientTape() as tape:
@@ -186,18 +193,6 @@ class _TrainStep:
     if self.loss_scaling:
       grads = self.optimizer.get_unscaled_gradients(grads)
     return loss, step_metrics, grads
-
-  def create_metrics(self, strategy: tf.distribute.Strategy, dataset_fn: DatasetFn) -> None:
-    """Creates the metrics, named after loss_fn's, which a trace of the forward and backward
-    pass on a replica's batch tells: the trace the training loop then reuses (it is the
-    same function on the same input signature, in a replica context), so learning the names
-    costs no trace of its own (~0.7 s on MiniLM)."""
-    context = tf.distribute.InputContext(num_replicas_in_sync=strategy.num_replicas_in_sync)
-    spec = dataset_fn(context).element_spec
-    names = []
-    strategy.run(lambda: names.append(
-        sorted(self.gradients.get_concrete_function(spec).structured_outputs[1])))
-    self.metrics = _Metrics(names[0])
 
   def __call__(self, features):
     loss, step_metrics, grads = self.gradients(features)
@@ -354,9 +349,7 @@ def train(strategy: tf.distribute.Strategy,
   if step:
     logging.info("resuming at global step %d; skipping the input consumed so far", step)
 
-  step_fn = _TrainStep(model, optimizer, loss_fn, strategy.num_replicas_in_sync, jit_compile)
-  with strategy.scope():
-    step_fn.create_metrics(strategy, dataset_fn)
+  step_fn = _TrainStep(strategy, model, optimizer, loss_fn, dataset_fn, jit_compile)
   metrics = step_fn.metrics
   iterator = iter(distribute.distribute_datasets_from_function(
       strategy, _skip_consumed(dataset_fn, step)))
@@ -413,8 +406,11 @@ def evaluate(strategy: tf.distribute.Strategy,
   """
   with strategy.scope():
     model = without_autograph(model_fn)()
-    metrics = _Metrics(_metric_names(model, loss_fn, dataset_fn))
     global_step = tf.Variable(0, dtype=tf.int64, trainable=False)
+    forward = tf.function(
+        lambda features: loss_fn(features, without_autograph(model)(features, training=False)),
+        autograph=False)
+    metrics = _Metrics(_metric_names(strategy, forward, dataset_fn))
   latest = tf.train.latest_checkpoint(output_dir)
   if latest:
     checkpoints.read_checkpoint(checkpoint(model, global_step), latest, partial=True)
@@ -427,8 +423,7 @@ def evaluate(strategy: tf.distribute.Strategy,
   @tf.function
   def eval_step(features):
     def step(features):
-      outputs = without_autograph(model)(features, training=False)
-      loss, step_metrics = loss_fn(features, outputs)
+      loss, step_metrics = forward(features)
       metrics.update(features, tf.cast(loss, tf.float32), step_metrics)
     strategy.run(step, args=(features,))
 
