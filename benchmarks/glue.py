@@ -40,6 +40,8 @@ flags.DEFINE_bool("jit_compile", False, "Compile the training step with XLA.")
 flags.DEFINE_integer("length_buckets", runner.RunArgs.length_buckets,
                      "Length-bucketed training batches (run_classifier's --length_buckets; unset: "
                      "its default); 0: every batch padded to max_seq_length.")
+flags.DEFINE_bool("group_by_length", runner.RunArgs.group_by_length,
+                  "run_classifier's --group_by_length: training batches of similar lengths.")
 
 
 def main(argv):
@@ -52,10 +54,11 @@ def main(argv):
       learning_rates=(FLAGS.learning_rate,), num_train_epochs=FLAGS.num_train_epochs,
       seed=FLAGS.seed, iterations_per_loop=FLAGS.iterations_per_loop,
       save_checkpoints_steps=100000, jit_compile=FLAGS.jit_compile,
-      length_buckets=FLAGS.length_buckets)
+      length_buckets=FLAGS.length_buckets, group_by_length=FLAGS.group_by_length)
   best = runner.run(task, args, distribute.get_strategy("one_device"))["best"]
   print(json.dumps({
       "impl": "bert_tf", "task": FLAGS.task_name, "length_buckets": FLAGS.length_buckets,
+      "group_by_length": FLAGS.group_by_length,
       "steps": best.pop("global_step"),
       "train_seconds": round(best.pop("train_seconds"), 1),
       "train_examples_per_s": round(best.pop("examples_per_second"), 2),

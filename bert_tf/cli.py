@@ -108,6 +108,14 @@ def define_training_flags(fine_tuning: bool = True) -> None:
                        "loss reads the padding (SQuAD's softmax over every position, as the "
                        "original's).",
                        lower_bound=0)
+  flags.DEFINE_bool("group_by_length", False,
+                    "Training batches of similar lengths (megabatches of 50 batches sorted by "
+                    "length, as transformers' --group_by_length), each cut to its longest: "
+                    "faster, but batches homogeneous in length are not the random batches the "
+                    "paper's recipe assumes, and cost quality (CoLA: see benchmarks/README.md). "
+                    "Default: random batches, each cut to its longest. Ignored where the loss "
+                    "is a mean over tokens (NER), which grouping would shift toward short "
+                    "sentences.")
   flags.DEFINE_integer("num_restarts", 1, "Fine-tune this many times per learning rate, with "
                        "seeds seed, seed+1, ...; the best on dev is kept.", lower_bound=1)
   flags.DEFINE_string("export_dir", None, "If set, export the (best) model as a SavedModel for "

@@ -115,7 +115,7 @@ class _Metrics:
     for name, value in metrics.items():
       if name != "loss":
         self.means[name].update_state(value)
-    self.examples.update_state(tf.shape(tf.nest.flatten(features)[0])[0])
+    self.examples.update_state(batch_size(features))
 
   def result(self) -> dict[str, float]:
     return {name: float(m.result()) for name, m in self.means.items()}
@@ -123,6 +123,31 @@ class _Metrics:
   def reset(self) -> None:
     for m in list(self.means.values()) + [self.examples]:
       m.reset_state()
+
+
+def batch_size(features: dict | tuple[dict, ...]) -> tf.Tensor:
+  """The records in a batch, or in all micro-batches of one (a tuple of dicts)."""
+  parts = features if isinstance(features, tuple) else (features,)
+  return tf.add_n([tf.shape(tf.nest.flatten(part)[0])[0] for part in parts])
+
+
+def batch_loss(model: tf_keras.Model, loss_fn: LossFn, features: dict | tuple[dict, ...],
+               training: bool) -> tuple[tf.Tensor, dict]:
+  """loss_fn over the model's outputs for a batch, or for one given as micro-batches (a tuple
+  of dicts: `datasets.sorted_micro_batches`, its records sorted by length and each part cut
+  to its own longest): each micro-batch's loss and metrics weighted by its share of the
+  records, so a loss that is a mean over records (and its gradient) is the whole batch's."""
+  if not isinstance(features, tuple):
+    return loss_fn(features, without_autograph(model)(features, training=training))
+  total = tf.cast(batch_size(features), tf.float32)
+  loss, metrics = 0.0, {}
+  for part in features:
+    share = tf.cast(batch_size(part), tf.float32) / total
+    part_loss, part_metrics = loss_fn(part, without_autograph(model)(part, training=training))
+    loss += share * tf.cast(part_loss, tf.float32)
+    for name, value in part_metrics.items():
+      metrics[name] = metrics.get(name, 0.0) + share * tf.cast(value, tf.float32)
+  return loss, metrics
 
 
 def without_autograph(fn: Callable) -> Callable:
@@ -182,8 +207,7 @@ class _TrainStep:
 
   def _gradients(self, features):
     with tf.GradientTape() as tape:
-      outputs = without_autograph(self.model)(features, training=True)
-      loss, step_metrics = self.loss_fn(features, outputs)
+      loss, step_metrics = batch_loss(self.model, self.loss_fn, features, training=True)
       loss = tf.cast(loss, tf.float32)
       # Replicas' gradients are summed: dividing here makes the sum the global-batch mean.
       scaled_loss = loss / self.num_replicas

@@ -10,6 +10,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf import distribute
+from bert_tf import training
 from bert_tf.configs import BertConfig
 from bert_tf.tasks import runner
 from bert_tf.tasks.classification import ClassificationConfig, ClassificationTask
@@ -285,3 +286,68 @@ def test_evaluation_in_order_of_length_predicts_as_fully_padded(name, tmp_path):
     if kind == "ner":  # Per token: what post-processing reads, the tokens (padding cut off).
       cut[key], padded[key] = cut[key][real], padded[key][real]
     np.testing.assert_allclose(cut[key], padded[key], rtol=1e-4, atol=1e-5)
+
+
+def test_sorted_micro_batches_hold_the_random_batch_each_part_cut_to_its_longest(tmp_path):
+  """Random batches (not grouped) as micro-batches: together the records of the batch the
+  stream gives without them (same seed), sorted by length, split into near-equal parts, each
+  cut to its own longest."""
+  path = str(tmp_path / "train.tf_record")
+  records = _write_choice_records(path, 200)
+  layout = schema.multiple_choice_features(SEQ, 2)
+  kwargs = dict(seed=3, records_per_epoch=200, length_buckets=SEQ, group_by_length=False)
+  split = datasets.record_dataset([path], layout, 8, True, micro_batches=3, **kwargs)
+  whole = datasets.record_dataset([path], layout, 8, True, **kwargs)
+  longest = lambda r: records[r]["input_mask"].reshape(2, SEQ).sum(-1).max()
+  for parts, batch in zip(split.take(30), whole.take(30)):
+    assert [p["label_ids"].shape[0] for p in parts] == [3, 3, 2]
+    rows = [r for p in parts for r in p["label_ids"][:, 0].numpy().tolist()]
+    assert sorted(rows) == sorted(batch["label_ids"][:, 0].numpy().tolist())
+    assert [longest(r) for r in rows] == sorted(longest(r) for r in rows)
+    for part in parts:
+      cut = part["input_word_ids"].shape[1] // 2
+      part_rows = part["label_ids"][:, 0].numpy().tolist()
+      assert cut == max(longest(r) for r in part_rows)
+      for row, r in enumerate(part_rows):
+        for name, model_name in schema.MODEL_INPUT_NAMES.items():
+          expected = records[r][name].reshape(2, SEQ)[:, :cut].reshape(-1)
+          np.testing.assert_array_equal(part[model_name][row].numpy(), expected)
+
+
+@pytest.mark.parametrize("name", ["classification", "multiple_choice"])
+def test_sorted_micro_batches_give_the_loss_and_gradient_of_the_padded_batch(name, tmp_path):
+  """What the training step computes from micro-batches (`training.batch_loss`: each part's
+  loss weighted by its share of the records) is the loss, metrics and gradient of the same
+  records as one batch padded to max_seq_length (no dropout)."""
+  task = TASKS[name]()
+  num_records = 12
+  path = str(tmp_path / "train.tf_record")
+  layout = task.record_layout(True)
+  writer.write_records(path, layout, _task_records(name, np.random.default_rng(4), num_records))
+  config = BertConfig(vocab_size=2000, hidden_size=32, num_hidden_layers=2,
+                      num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)
+  tf.keras.utils.set_random_seed(0)
+  model = task.build_model(config)
+
+  def loss_and_gradients(**kwargs):
+    [batch] = datasets.record_dataset([path], layout, num_records, True, seed=0,
+                                      records_per_epoch=num_records, **kwargs).take(1)
+    with tf.GradientTape() as tape:
+      loss, metrics = training.batch_loss(model, task.loss, batch, training=False)
+    grads = tape.gradient(loss, model.trainable_variables)
+    return batch, loss, metrics, [tf.convert_to_tensor(g) for g in grads if g is not None]
+
+  parts, loss, metrics, grads = loss_and_gradients(length_buckets=SEQ, group_by_length=False,
+                                                   micro_batches=4)
+  _, padded_loss, padded_metrics, padded_grads = loss_and_gradients()
+  num_sequences = 4 if name == "multiple_choice" else 1
+  # Every sequence is at most SEQ // 2 long: each part is cut, the shortest more.
+  lengths = [p["input_word_ids"].shape[1] // num_sequences for p in parts]
+  assert len(parts) == 4 and max(lengths) <= SEQ // 2 and lengths == sorted(lengths)
+  assert int(training.batch_size(parts)) == num_records
+  np.testing.assert_allclose(loss, padded_loss, rtol=1e-5)
+  for key in padded_metrics:
+    np.testing.assert_allclose(metrics[key], padded_metrics[key], rtol=1e-5)
+  assert len(grads) == len(padded_grads)
+  for g, padded in zip(grads, padded_grads):
+    np.testing.assert_allclose(g, padded, rtol=1e-4, atol=1e-6)

