@@ -57,6 +57,7 @@ from bert_tf.tasks import DataError
 from bert_tf.tasks import classification
 from bert_tf.tasks import runner
 from bert_tf.tokenization import FullTokenizer
+from bert_tf.tasks import text_files
 from tfrecords import writer
 
 OUTPUT_FORMATS = ("jsonl", "npz", "tfrecord")
@@ -181,12 +182,12 @@ def load_extractor(init_checkpoint: str, layers: Sequence[int],
 
 def read_examples(input_file: str) -> list[InputExample]:
   """The original's read_examples: a line is `text_a` or `text_a ||| text_b`, stripped;
-  unique_id is the line's index. Invalid UTF-8 is dropped, as the original's decoding does.
+  unique_id is the line's index. Invalid UTF-8 is dropped, as the original's decoding does,
+  with one warning naming the file's first such line and the counts (`text_files.read_text`).
 
   Raises DataError naming the file and line for an empty line or an empty side of |||."""
-  with tf.io.gfile.GFile(input_file, "rb") as f:
-    # Only "\n" ends a line, as for the original's readline().
-    lines = f.read().decode("utf-8", "ignore").split("\n")
+  # Only "\n" ends a line, as for the original's readline().
+  lines = text_files.read_text(input_file, invalid="drop").split("\n")
   if lines[-1] == "":
     lines.pop()  # The final newline.
   if not lines:

@@ -23,6 +23,8 @@ import sys
 
 from absl import logging
 
+from bert_tf.tasks import text_files  # No TensorFlow at import: evaluation alone needs none.
+
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 _PUNCTUATION = frozenset(string.punctuation)
 
@@ -227,22 +229,14 @@ def evaluate_v2(dataset: list, predictions: dict[str, str],
 
 
 def read_json(path: str):
-  """The parsed JSON file at `path` (any tf.io.gfile path); a one-line ValueError naming it."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top  (evaluation alone needs none)
+  """The parsed JSON file at `path` (any tf.io.gfile path; UTF-8, a BOM dropped: the tasks'
+  `text_files.read_text`); a one-line ValueError naming it."""
+  text = text_files.read_text(path)
   try:
-    with tf.io.gfile.GFile(path, "rb") as f:
-      data = f.read()
-  except tf.errors.NotFoundError:
-    raise ValueError(f"{path}: no such file") from None
-  except tf.errors.OpError as e:
-    raise ValueError(f"{path}: {e.message}") from None
-  try:
-    return json.loads(data)  # From bytes: UTF-8 (with or without a BOM), -16 or -32.
+    return json.loads(text)
   except json.JSONDecodeError as e:
     raise ValueError(f"{path}: malformed JSON at line {e.lineno}, column {e.colno}: "
                      f"{e.msg}") from None
-  except UnicodeDecodeError as e:
-    raise ValueError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
 
 
 def _dataset(obj, path: str) -> list:

@@ -165,7 +165,7 @@ def test_generic_without_text_a_column(tmp_path):
 def test_invalid_utf8_named(tmp_path):
   (tmp_path / "train.tsv").write_bytes(b"sentence\tlabel\nbad \xff byte\t1\n")
   task = glue.get_task_data("SST-2")
-  with pytest.raises(glue.DataError, match=r"train\.tsv: not valid UTF-8"):
+  with pytest.raises(glue.DataError, match=r"train\.tsv:2: not valid UTF-8"):
     task.get_examples(str(tmp_path), task.train)
 
 

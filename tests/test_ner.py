@@ -127,7 +127,7 @@ def test_bad_files_are_named(tmp_path):
   with pytest.raises(DataError, match=r"nothere\.txt: file not found"):
     ner.read_conll(str(tmp_path / "nothere.txt"))
   (tmp_path / "latin1.txt").write_bytes("Z\xfcrich B-LOC\n".encode("latin-1"))
-  with pytest.raises(DataError, match=r"latin1\.txt: not UTF-8"):
+  with pytest.raises(DataError, match=r"latin1\.txt:1: not valid UTF-8"):
     ner.read_conll(str(tmp_path / "latin1.txt"))
   task = _task(tmp_path)
   with pytest.raises(DataError, match=r"test\.txt: file not found \(the test split, for "

@@ -397,7 +397,7 @@ def test_check_inputs(tmp_path):
     task.check_inputs(["train"])
   with pytest.raises(DataError, match="--predict_file=.*missing.json: not found"):
     task.check_inputs(["eval"])
-  with pytest.raises(DataError, match="missing.json: not found"):
+  with pytest.raises(DataError, match="missing.json: file not found"):
     task.read_examples("predict")
   assert task.splits("eval") == task.splits("predict") == ["predict"]
   assert task.splits("train") == ["train"]

@@ -228,7 +228,7 @@ def test_readers(tmp_path):
   bad_structure = {"data": _dataset([("q1", ["x"])])}
   bad_structure["data"][0]["paragraphs"][0]["qas"][0]["answers"] = [{"start": 0}]
   cases = [
-      (lambda: squad_eval.read_json(str(tmp_path / "none.json")), r"none.json: no such file"),
+      (lambda: squad_eval.read_json(str(tmp_path / "none.json")), r"none.json: file not found"),
       (lambda: squad_eval.read_json(str(malformed)),
        r"malformed.json: malformed JSON at line 2, column 9: Expecting value"),
       (lambda: squad_eval.read_dataset(good, "v2.0"),

@@ -6,22 +6,16 @@ for the STS-B regression), the metrics it reports, the one metric that picks the
 fine-tuning runs (the paper's Table 1 choice), and the GLUE server's name for its predictions.
 
 Rows are read as google-research/bert reads them (tab-separated, no quoting: MRPC and QQP hold
-unbalanced quotes), with a UTF-8 BOM dropped (MRPC's and SST-2's files start with one). A
-malformed file is a `DataError` naming the file and line.
+unbalanced quotes), with a UTF-8 BOM dropped (MRPC's and SST-2's files start with one), by
+`text_files.read_rows`. A malformed file is a `DataError` naming the file and line.
 """
-import csv
 import dataclasses
-import io
 import os
 
 from bert_tf.tasks import DataError
-
-
-def _gfile():
-  """tf.io.gfile, imported on first use: the GLUE peer benchmark (transformers on torch, no
-  TensorFlow) reads its data through this module too."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  return tf.io.gfile
+# The rows as every task reads its files (tf.io.gfile on first use: the GLUE peer benchmark,
+# transformers on torch, reads its data through this module without TensorFlow).
+from bert_tf.tasks.text_files import gfile as _gfile, read_rows
 
 # GLUE's test files carry no labels; examples read from them get this placeholder.
 NO_LABEL = None
@@ -60,31 +54,6 @@ class Split:
   name: str
   columns: Columns
   submission: str | None = None
-
-
-def read_rows(path: str, delimiter: str = "\t"):
-  """Yields (line_number, row) for each non-blank line of a TSV/CSV file, BOM dropped.
-
-  TSV is read without quoting (the original's `quotechar=None`); CSV with standard quoting.
-  Any tf.io.gfile path (gs:// too). Raises DataError naming the file when it is missing or
-  not UTF-8.
-  """
-  if not _gfile().exists(path) or _gfile().isdir(path):
-    raise DataError(f"{path}: file not found")
-  quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
-  with _gfile().GFile(path, "rb") as f:
-    data = f.read()
-  try:
-    text = data.decode("utf-8-sig")
-  except UnicodeDecodeError as e:
-    raise DataError(f"{path}: not valid UTF-8 ({e})") from e
-  try:
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, quoting=quoting)
-    for row in reader:
-      if any(cell.strip() for cell in row):
-        yield reader.line_num, row
-  except csv.Error as e:
-    raise DataError(f"{path}: {e}") from e
 
 
 class TaskData:

@@ -41,7 +41,7 @@ import tensorflow as tf
 import tf_keras
 
 from bert_tf.configs import BertConfig
-from bert_tf.tasks import glue
+from bert_tf.tasks import text_files
 from bert_tf.tasks.classification import INPUT_NAMES, build_classifier, pack, softmax_loss
 from bert_tf.tasks.task import DataError, Features, FineTuningTask, TaskConfig, write_text
 from bert_tf.tokenization import FullTokenizer
@@ -110,8 +110,8 @@ def _delimiter(path: str) -> str:
 
 def read_rows(path: str):
   """(rows, header line number, column names): the rows after the header, as
-  `glue.read_rows` yields them; DataError naming an empty file."""
-  rows = glue.read_rows(path, _delimiter(path))
+  `text_files.read_rows` yields them; DataError naming an empty file."""
+  rows = text_files.read_rows(path, _delimiter(path))
   line, header = next(rows, (None, None))
   if header is None:
     raise DataError(f"{path}: no header (an empty file)")

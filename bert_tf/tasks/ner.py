@@ -53,6 +53,7 @@ from bert_tf.feature_extraction import FeatureExtractor
 from bert_tf.modeling.encoder import build_encoder, initializer
 from bert_tf.tasks.task import DataError, Features, FineTuningTask, TaskConfig, write_text
 from bert_tf.tokenization import FullTokenizer
+from bert_tf.tasks import text_files
 from tfrecords import schema
 
 INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
@@ -154,14 +155,9 @@ def _word_and_tag(path: str, line_number: int, line: str, columns: int,
 
 
 def read_conll(path: str) -> list[Sentence]:
-  """A CoNLL or `word<TAB>tag` file's sentences, in order; DataError naming file and line."""
-  try:
-    with tf.io.gfile.GFile(path, "r") as f:
-      lines = f.read().split("\n")
-  except tf.errors.NotFoundError:
-    raise DataError(f"{path}: file not found") from None
-  except UnicodeDecodeError as e:
-    raise DataError(f"{path}: not UTF-8 ({e.reason} at byte {e.start})") from None
+  """A CoNLL or `word<TAB>tag` file's sentences, in order (`text_files.read_text`: a UTF-8 BOM
+  dropped); DataError naming file and line."""
+  lines = text_files.read_text(path).split("\n")
   sentences, words, tags = [], [], []
   columns, first_line, document, doc_start = None, 0, 0, False
   for number, line in enumerate(lines + [""], start=1):

@@ -36,6 +36,7 @@ from official.nlp.modeling.models import BertSpanLabeler
 from bert_tf import squad_eval
 from bert_tf.configs import BertConfig
 from bert_tf.modeling.encoder import build_encoder, initializer
+from bert_tf.tasks import text_files
 from bert_tf.tasks.task import DataError, Features, FineTuningTask, TaskConfig, write_text
 from bert_tf.tokenization import FullTokenizer, split_words
 from tfrecords import schema
@@ -140,13 +141,7 @@ class _Reader:
 
   def load(self) -> list:
     """The file's "data" list."""
-    try:
-      with tf.io.gfile.GFile(self.path, "r") as f:
-        text = f.read()
-    except tf.errors.NotFoundError:
-      raise self.error("not found") from None
-    except UnicodeDecodeError as e:
-      raise self.error(f"not UTF-8 ({e.reason} at byte {e.start})") from None
+    text = text_files.read_text(self.path)  # A UTF-8 BOM dropped, as every task's files.
     try:
       value = json.loads(text)
     except json.JSONDecodeError as e:
