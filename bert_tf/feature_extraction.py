@@ -56,8 +56,8 @@ from bert_tf.modeling.encoder import build_encoder
 from bert_tf.tasks import DataError
 from bert_tf.tasks import classification
 from bert_tf.tasks import runner
-from bert_tf.tokenization import FullTokenizer
 from bert_tf.tasks import text_files
+from bert_tf.tokenization import FullTokenizer
 from tfrecords import writer
 
 OUTPUT_FORMATS = ("jsonl", "npz", "tfrecord")

@@ -110,10 +110,10 @@ def test_scheme_detected_or_checked(tmp_path):
 
 
 @pytest.mark.parametrize("text,error", [
-    ("EU NNP B-NP B-ORG\nrejects VBZ O\n", r"bad\.txt:2: 3 columns; the file's lines are 4 "
-                                           r"space-separated columns, as line 1"),
-    ("EU\tB-ORG\nrejects VBZ O\n", r"bad\.txt:2: 1 columns; the file's lines are "
-                                    r"`word<TAB>tag`, as line 1"),
+    ("EU NNP B-NP B-ORG\nrejects VBZ O\n", r"bad\.txt:2: 3 column\(s\); the file's lines have 4 "
+                                           r"\(the word first, the tag last; separated by tabs "
+                                           r"or spaces\), as its first, line 1"),
+    ("EU\tB-ORG\nrejects VBZ O\n", r"bad\.txt:2: 3 column\(s\); the file's lines have 2 "),
     ("EU\n", r"bad\.txt:1: 1 column"),
     ("EU B_ORG\n", r"bad\.txt:1: tag 'B_ORG' is not O, B-<type> or I-<type>"),
     ("\n\n \tO\n", r"bad\.txt:3: an empty word"),
@@ -121,6 +121,20 @@ def test_scheme_detected_or_checked(tmp_path):
 def test_bad_lines_are_named(tmp_path, text, error):
   with pytest.raises(DataError, match=error):
     ner.read_conll(_write(tmp_path / "bad.txt", text))
+
+
+def test_tab_separated_columns_of_any_number(tmp_path):
+  """Word first, tag last, whatever separates the columns: a tab-separated CoNLL file (4
+  columns) used to be refused as `word<TAB>tag` measured against its own line."""
+  tabs = ner.read_conll(_write(tmp_path / "tabs.txt", "-DOCSTART-\t-X-\t-X-\tO\n\n"
+                               "EU\tNNP\tB-NP\tB-ORG\nrejects\tVBZ\tB-VP\tO\n"))
+  spaces = ner.read_conll(_write(tmp_path / "spaces.txt", "-DOCSTART- -X- -X- O\n\n"
+                                 "EU  NNP B-NP   B-ORG\nrejects VBZ B-VP O\n"))
+  assert tabs == spaces and tabs[0].words == ["EU", "rejects"] and tabs[0].doc_start
+  with pytest.raises(DataError, match=r"bad\.txt:3: 2 column\(s\); the file's lines have 4 "
+                     r"\(the word first, the tag last; separated by tabs or spaces\), as its "
+                     r"first, line 2$"):
+    ner.read_conll(_write(tmp_path / "bad.txt", "\nEU\tNNP\tB-NP\tB-ORG\nrejects\tO\n"))
 
 
 def test_bad_files_are_named(tmp_path):

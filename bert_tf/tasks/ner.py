@@ -2,7 +2,9 @@
 
   examples     data_dir's train.txt, dev.txt and test.txt: CoNLL files (`word POS chunk tag` a
                line, a blank line between sentences, -DOCSTART- lines starting documents) or
-               `word<TAB>tag` files -> one `Sentence` per sentence; tags IOB1 or IOB2 (detected
+               `word<TAB>tag` files (any number of columns, separated by spaces or by tabs, the
+               word first and the tag last, as many on each line as on the first; a UTF-8 BOM
+               dropped) -> one `Sentence` per sentence; tags IOB1 or IOB2 (detected
                from the training file, or given), the label set the training file's tags
   features     each word's wordpieces (the project's tokenizer, word by word: "1996-08-30" becomes
                several basic tokens, all the word's); the word's label on its first piece, -1
@@ -51,9 +53,9 @@ import tf_keras
 from bert_tf.configs import BertConfig
 from bert_tf.feature_extraction import FeatureExtractor
 from bert_tf.modeling.encoder import build_encoder, initializer
+from bert_tf.tasks import text_files
 from bert_tf.tasks.task import DataError, Features, FineTuningTask, TaskConfig, write_text
 from bert_tf.tokenization import FullTokenizer
-from bert_tf.tasks import text_files
 from tfrecords import schema
 
 INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
@@ -124,28 +126,24 @@ class NerFeature:
 
 
 # Reading.
-def _layout(path: str, line_number: int, line: str) -> int:
-  """The columns of a file, from its first line: 0 for `word<TAB>tag`, else the number of
-  space-separated columns (`word POS chunk tag`: 4; at least 2)."""
-  if "\t" in line:
-    return 0
-  columns = len(line.split())
-  if columns < 2:
-    raise DataError(f"{path}:{line_number}: 1 column; a line is `word ... tag` (CoNLL) or "
-                    "`word<TAB>tag`")
-  return columns
+def _fields(line: str) -> list[str]:
+  """A line's columns: tab-separated where it holds a tab (a word may then hold spaces:
+  `New York<TAB>B-LOC`), else separated by runs of whitespace."""
+  return line.split("\t") if "\t" in line else line.split()
 
 
 def _word_and_tag(path: str, line_number: int, line: str, columns: int,
                   first_line: int) -> tuple[str, str]:
-  """A line's word (its first column) and tag (its last), checked against the layout that the
-  file's first line (`first_line`) set."""
-  fields = line.split("\t") if columns == 0 else line.split()
-  expected = 2 if columns == 0 else columns
-  if len(fields) != expected:
-    layout = "`word<TAB>tag`" if columns == 0 else f"{columns} space-separated columns"
-    raise DataError(f"{path}:{line_number}: {len(fields)} columns; the file's lines are "
-                    f"{layout}, as line {first_line}")
+  """A line's word (its first column) and tag (its last); DataError unless it has the
+  `columns` columns of the file's first line (`first_line`)."""
+  fields = _fields(line)
+  if columns < 2:  # The file's first line: at least a word and its tag.
+    raise DataError(f"{path}:{line_number}: 1 column; a line is `word ... tag` (the word first, "
+                    "the tag last; separated by tabs or spaces)")
+  if len(fields) != columns:
+    raise DataError(f"{path}:{line_number}: {len(fields)} column(s); the file's lines have "
+                    f"{columns} (the word first, the tag last; separated by tabs or spaces), "
+                    f"as its first, line {first_line}")
   word, tag = fields[0].strip(), fields[-1].strip()
   if not word:
     raise DataError(f"{path}:{line_number}: an empty word")
@@ -171,7 +169,7 @@ def read_conll(path: str) -> list[Sentence]:
         doc_start = True
       continue
     if columns is None:
-      columns, first_line = _layout(path, number, line), number
+      columns, first_line = len(_fields(line)), number
     word, tag = _word_and_tag(path, number, line, columns, first_line)
     words.append(word)
     tags.append(tag)
