@@ -160,6 +160,43 @@ def test_generic_errors(tmp_path):
     mc.MultipleChoiceTask.from_data("race", str(tmp_path))
 
 
+def test_a_row_of_more_columns_than_the_header_is_refused(tmp_path):
+  """A tab inside an ending used to shift the columns after it (endings cut and shifted, the
+  last dropped): refused like a short row, naming file and line."""
+  with open(tmp_path / "train.tsv", "w") as f:
+    f.write("context\tending0\tending1\tlabel\nA\tb\tc\t1\nB\tb, then\tx\tc\t0\n")
+  task = mc.MultipleChoiceTask.from_data("generic", str(tmp_path))
+  with pytest.raises(DataError, match=r"train\.tsv:3: 5 columns, expected 4 as the header \(a "
+                     r"tab inside a text\?\)$"):
+    task.read_examples("train")
+  rows = toy_rows(2, 0)
+  rows[1].insert(8, "an ending cut by an unquoted comma")
+  write_csv(tmp_path / "train.csv", SWAG_HEADER, rows)
+  task = mc.MultipleChoiceTask.from_data("swag", str(tmp_path))
+  with pytest.raises(DataError, match=r"train\.csv:3: 13 columns, expected 12 as the header "
+                     r"\(a comma inside a text\?\)$"):
+    task.read_examples("train")
+
+
+def test_a_split_of_other_endings_is_refused(tmp_path):
+  """A dev file of 5 endings used to be scored as 4-way, its last ending ignored."""
+  with open(tmp_path / "train.tsv", "w") as f:
+    f.write("context\tending0\tending1\tending2\tending3\tlabel\nA\tb\tc\td\te\t1\n")
+  with open(tmp_path / "dev.tsv", "w") as f:
+    f.write("context\tending0\tending1\tending2\tending3\tending4\tlabel\n"
+            "A\tb\tc\td\te\tf\t4\n")
+  task = mc.MultipleChoiceTask.from_data("generic", str(tmp_path))
+  assert task.config.num_choices == 4
+  with pytest.raises(DataError, match=r"dev\.tsv:1: header names 5 ending columns; the task has "
+                     r"4 \(ending0 \.\.\. ending3\): every file of a task needs the same endings"):
+    task.read_examples("dev")
+  # SWAG's layout too: its files have 4.
+  write_csv(tmp_path / "val.csv", SWAG_HEADER[:-1] + ["ending4", "label"],
+            [r[:-1] + ["more", r[-1]] for r in toy_rows(2, 1)])
+  with pytest.raises(DataError, match=r"val\.csv:1: header names 5 ending columns; the task has 4"):
+    mc.MultipleChoiceTask.from_data("swag", str(tmp_path)).read_examples("val")
+
+
 # --- Features. --------------------------------------------------------------------------------
 
 def test_features_are_four_packed_sequences(tokenizer):

@@ -118,10 +118,14 @@ def read_rows(path: str):
   return rows, line, [name.strip() for name in header]
 
 
+def _count_endings(names: list[str]) -> int:
+  return sum(bool(re.fullmatch(r"ending\d+", name)) for name in names)
+
+
 def count_endings(path: str) -> int:
   """N: the number of `ending<i>` columns in the file's header (at least 2)."""
   _, line, names = read_rows(path)
-  count = sum(bool(re.fullmatch(r"ending\d+", name)) for name in names)
+  count = _count_endings(names)
   if count < 2:
     raise DataError(f"{path}:{line}: header {names} names {count} ending column(s) "
                     "(ending0, ending1, ...); a choice needs at least 2")
@@ -130,19 +134,27 @@ def count_endings(path: str) -> int:
 
 def read_examples(path: str, layout: Layout, num_choices: int, split: str,
                   need_labels: bool) -> list[ChoiceExample]:
-  """A split's examples; DataError naming file and line for a missing column (in the header),
-  a short row, an empty ending or a label outside 0..num_choices-1."""
+  """A split's examples; DataError naming file and line for a header whose ending columns are
+  not the task's num_choices (a dev file of 5 endings is not scored as 4-way), a missing
+  column, a row of fewer or more columns than the header (a tab or comma inside a text would
+  shift the columns after it), an empty ending or a label outside 0..num_choices-1."""
   rows, header_line, names = read_rows(path)
   endings = [f"ending{i}" for i in range(num_choices)]
   required = [layout.context] + ([layout.start] if layout.start else []) + endings
   for name in required + (["label"] if need_labels else []):
     if name not in names:
       raise DataError(f"{path}:{header_line}: header has no {name!r} column (it has {names})")
+  if _count_endings(names) != num_choices:
+    raise DataError(f"{path}:{header_line}: header names {_count_endings(names)} ending "
+                    f"columns; the task has {num_choices} (ending0 ... ending{num_choices - 1}): "
+                    "every file of a task needs the same endings")
   column = {n: names.index(n) for n in required + ["label", "guid"] if n in names}
   examples = []
   for line, row in rows:
-    if len(row) < len(names):
-      raise DataError(f"{path}:{line}: {len(row)} columns, expected {len(names)}")
+    if len(row) != len(names):
+      hint = f" (a {'comma' if path.endswith('.csv') else 'tab'} inside a text?)"
+      raise DataError(f"{path}:{line}: {len(row)} columns, expected {len(names)} as the header"
+                      + (hint if len(row) > len(names) else ""))
     texts = [row[column[e]] for e in endings]
     for i, text in enumerate(texts):
       if not text.strip():
