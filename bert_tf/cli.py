@@ -19,6 +19,7 @@ from absl import flags
 import tensorflow as tf
 
 from bert_tf import distribute
+from bert_tf import output_lock
 from bert_tf import training
 
 FLAGS = flags.FLAGS
@@ -157,6 +158,17 @@ def learning_rates() -> tuple[float, ...]:
   if not rates or any(r <= 0 for r in rates):
     raise ValueError(f"--learning_rate={','.join(FLAGS.learning_rate)}: need positive values")
   return rates
+
+
+def check_data_outside_output(task, args) -> None:
+  """Refuses a data file that the run's modes read (`task.split_file`) inside --output_dir:
+  the run writes its records, checkpoints and the task's prediction files there (run_squad
+  --predict_file=out/predictions.json --output_dir=out would overwrite its input). `task`: a
+  tasks.task.FineTuningTask; `args`: its runner.RunArgs."""
+  modes = [m for m in ("train", "eval", "predict") if getattr(args, f"do_{m}")]
+  files = sorted({task.split_file(split) for mode in modes for split in task.splits(mode)})
+  output_lock.check_not_input([args.output_dir], "--output_dir", [("", f) for f in files],
+                              folder=True)
 
 
 def args_from_flags(cls, **values):

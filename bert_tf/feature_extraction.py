@@ -50,6 +50,7 @@ import tensorflow as tf
 import tf_keras
 
 from bert_tf import checkpoints
+from bert_tf import output_lock
 from bert_tf import tokenization
 from bert_tf.configs import BertConfig
 from bert_tf.modeling.encoder import build_encoder
@@ -476,6 +477,9 @@ def extract(args: ExtractArgs) -> dict:
   _check_format(args.output_format)
   if args.batch_size < 1:
     raise ValueError(f"--batch_size={args.batch_size}: must be positive")
+  output_lock.check_not_input([args.output_file], "--output_file", [
+      ("--input_file", args.input_file), ("--vocab_file", args.vocab_file or ""),
+      ("--bert_config_file", args.bert_config_file or "")])
   config, vocab_file = runner.resolve_files(args, args.max_seq_length)
   layer_positions(args.layers, config.num_hidden_layers)
   tokenizer = FullTokenizer(vocab_file, args.do_lower_case)

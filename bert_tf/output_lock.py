@@ -1,4 +1,5 @@
-"""One job per output: a lock held while a job writes its output folder (or its output files).
+"""One job per output: a lock held while a job writes its output folder (or its output files);
+and no output that is one of the job's inputs (`check_not_input`).
 
 Two jobs writing the same output would delete each other's temporary files and fail cryptically,
 or mix their outputs. So each job holds an flock(2) on a lock file beside its outputs while it
@@ -12,6 +13,8 @@ gs://, ram:// and tf.io.gfile's other file systems go unlocked: flock needs a lo
 """
 import contextlib
 import fcntl
+import fnmatch
+import glob
 import json
 import os
 import socket
@@ -21,6 +24,71 @@ import time
 
 class OutputBusyError(OSError):
   """Another job holds the lock of the output: it is writing there now."""
+
+
+def check_not_input(outputs: list[str], output_flag: str, inputs: list[tuple[str, str]],
+                    folder: bool = False) -> None:
+  """Raises ValueError (naming both flags) when a job's output is one of its inputs.
+
+  outputs: the files the job writes, or (folder) the folder it writes into. inputs: (flag,
+  path or glob) pairs, a comma-separated list's patterns one pair each; flag "" names the path
+  alone. A file is refused that is an input file (the same real path, a link to it too) or that
+  an input glob matches (`--input_file='d/*' --output_file=d/x`: a later run reads the output
+  as input). A folder is refused that holds an input file or that an input glob reads in.
+  Plain string tests for gs:// and tf.io.gfile's other file systems. No TensorFlow: data_gen
+  calls it before its workers need any."""
+  for output in outputs:
+    out = _real(output)
+    for flag, pattern in inputs:
+      given = f"{flag}={pattern}" if flag else pattern
+      if not pattern.strip():
+        continue
+      pattern = _real(pattern.strip())
+      files = _files(pattern)
+      if folder:
+        reads_in = any(c in pattern for c in "*?[") and _matches_folder(out, pattern)
+        if reads_in or any(f == out or f.startswith(out.rstrip("/") + "/") for f in files):
+          raise ValueError(f"{given}: {'reads in' if reads_in else 'lies in'} {output_flag}="
+                           f"{output}, which the job writes: keep the inputs outside it")
+      elif out in files or any(_same_file(output, f) for f in files):
+        one_of = "a file of " if any(c in pattern for c in "*?[") else ""
+        raise ValueError(f"{output_flag}={output} is {one_of}{given}: writing it would destroy "
+                         "the input; write it elsewhere")
+      elif _glob_match(out, pattern):
+        raise ValueError(f"{output_flag}={output} matches {given}: a later run would read the "
+                         "output as input; write it elsewhere")
+
+
+def _real(path: str) -> str:
+  """An absolute path with links resolved (glob characters kept), for a local path."""
+  return path if "://" in path else os.path.realpath(path)
+
+
+def _glob_match(path: str, pattern: str) -> bool:
+  """Whether a glob matches path, `*` never crossing a `/` (as tf.io.gfile.glob)."""
+  parts, globs = path.split("/"), pattern.split("/")
+  return len(parts) == len(globs) and all(map(fnmatch.fnmatchcase, parts, globs))
+
+
+def _matches_folder(folder: str, pattern: str) -> bool:
+  """Whether a glob can match a file in `folder` or below it."""
+  parts, globs = folder.rstrip("/").split("/"), pattern.split("/")[:-1]
+  return len(globs) >= len(parts) and all(map(fnmatch.fnmatchcase, parts, globs))
+
+
+def _files(pattern: str) -> list[str]:
+  """The real paths of the local files a path or glob names (none for other file systems)."""
+  if "://" in pattern:
+    return [pattern]
+  return [os.path.realpath(f) for f in glob.glob(pattern)] or [pattern]
+
+
+def _same_file(a: str, b: str) -> bool:
+  """Whether two local paths are one file (a hard link too)."""
+  try:
+    return "://" not in a + b and os.path.samefile(a, b)
+  except OSError:
+    return False
 
 
 @contextlib.contextmanager

@@ -37,6 +37,7 @@ def main() -> dict:
   strategy = cli.strategy_from_flags()
   task = ClassificationTask.from_data(FLAGS.task_name, FLAGS.data_dir, FLAGS.max_seq_length,
                                       FLAGS.do_lower_case, FLAGS.xnli_language)
+  cli.check_data_outside_output(task, args)
   return runner.run(task, args, strategy)
 
 

@@ -52,6 +52,7 @@ def main() -> dict:
   task = ner.NerTask.from_data(FLAGS.data_dir, FLAGS.max_seq_length, FLAGS.do_lower_case,
                                FLAGS.scheme, FLAGS.document_context, FLAGS.feature_based,
                                FLAGS.lstm_units)
+  cli.check_data_outside_output(task, args)
   return runner.run(task, args, strategy)
 
 

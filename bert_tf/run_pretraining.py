@@ -15,6 +15,7 @@ from absl import flags
 
 from bert_tf import cli
 from bert_tf import optimization
+from bert_tf import output_lock
 from bert_tf import pretraining
 from bert_tf.modeling import pretrainer
 
@@ -52,6 +53,9 @@ cli.define_accelerator_flags()
 
 def main() -> dict:
   args = cli.args_from_flags(pretraining.PretrainArgs)
+  output_lock.check_not_input([args.output_dir], "--output_dir",
+                              [("--input_file", p) for p in FLAGS.input_file.split(",")],
+                              folder=True)
   # Before anything runs a TF op: multi-worker collectives must be set up at startup.
   strategy = cli.strategy_from_flags()
   return pretraining.pretrain(args, strategy)

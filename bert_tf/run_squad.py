@@ -50,6 +50,7 @@ def main() -> dict:
   config = cli.args_from_flags(squad.SquadConfig)
   task = squad.SquadTask(config, train_file=FLAGS.train_file, predict_file=FLAGS.predict_file,
                          verbose_logging=FLAGS.verbose_logging)
+  cli.check_data_outside_output(task, args)
   return runner.run(task, args, strategy)
 
 

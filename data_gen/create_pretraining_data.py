@@ -91,6 +91,10 @@ def _generate(config: PretrainingDataConfig, options, num_workers: int,
   input_files = datasets.list_files(FLAGS.input_file)
   prefixes = [p.strip() for p in FLAGS.output_file.split(",") if p.strip()]
   output_files = pipeline.shard_paths(prefixes, FLAGS.num_output_shards)
+  output_lock.check_not_input(
+      output_files + [pipeline.stats_path(output_files[0])], "--output_file",
+      [("--input_file", p) for p in FLAGS.input_file.split(",")] +
+      [("--vocab_file", FLAGS.vocab_file)])
   tokenizer = FullTokenizer(FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
   with output_lock.lock_output_files(prefixes):
     if options is not None:
