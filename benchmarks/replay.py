@@ -60,7 +60,9 @@ def replay(run: runner.Runner, head: Callable[[tf_keras.Model], tf_keras.layers.
   total_steps = int(records.num_features / batch_size * args.num_train_epochs)
   bert_config = run.bert_config if dropout else dataclasses.replace(
       run.bert_config, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-  saved = {f"{name}_{i}": value for i, b in enumerate(batches) for name, value in b.items()}
+  # The peer takes a batch given as micro-batches (`datasets.sorted_micro_batches`) whole.
+  saved = {f"{name}_{i}": value for i, b in enumerate(batches)
+           for name, value in merged(b, task.config.max_seq_length).items()}
 
   def init_fn(model):
     run.init_fn(model)
@@ -71,9 +73,8 @@ def replay(run: runner.Runner, head: Callable[[tf_keras.Model], tf_keras.layers.
   def dataset_fn(ctx):
     del ctx
     return tf.data.Dataset.from_generator(
-        lambda: iter(batches), output_signature={
-            k: tf.TensorSpec([batch_size] + [None] * (v.ndim - 1), v.dtype)
-            for k, v in batches[0].items()})
+        lambda: iter(batches), output_signature=tf.nest.map_structure(
+            lambda v: tf.TensorSpec([None] * v.ndim, v.dtype), batches[0]))
 
   training.train(
       run.strategy, lambda: task.build_model(bert_config),
@@ -85,6 +86,20 @@ def replay(run: runner.Runner, head: Callable[[tf_keras.Model], tf_keras.layers.
           for events in tf.io.gfile.glob(f"{args.output_dir}/events.out.tfevents.*")
           for event in tf.compat.v1.train.summary_iterator(events)
           for value in event.summary.value if value.tag == "loss"]
+
+
+def merged(batch: dict | tuple[dict, ...], sequence_length: int) -> dict:
+  """A batch, or the micro-batches of one, as one dict: the parts' per-token features (those
+  as wide as a part's input_mask: one sequence a record) padded with zeros to
+  sequence_length, then the parts concatenated."""
+  if isinstance(batch, dict):
+    return batch
+  def padded(part: dict) -> dict:
+    width = part["input_mask"].shape[1]
+    return {k: np.pad(v, [(0, 0), (0, sequence_length - width)])
+            if v.ndim == 2 and v.shape[1] == width else v for k, v in part.items()}
+  parts = [padded(part) for part in batch]
+  return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
 
 def scores(run: runner.Runner, modes: tuple[str, ...]) -> dict:
