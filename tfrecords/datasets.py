@@ -1,10 +1,11 @@
 """tf.data readers for fixed-length records.
 
 Static shapes by default (`drop_remainder` on training batches) so XLA and TPUs compile one
-program. Training batches may instead be length-bucketed (`length_buckets`): records grouped
-by length and each batch cut to a bucket length (or to its longest), so short sentences do not pay
-for max_seq_length of padding; the sequence dimension is then dynamic, with at most
-`length_buckets` values (one compiled program each under XLA).
+program. Training batches may instead be cut (`length_buckets`), so short sentences do not pay
+for max_seq_length of padding: each random batch to a bucket length (or to its longest), or as
+micro-batches of its records sorted by length, each cut to its own (`micro_batches`), or, on
+request, batches grouped by length (`group_by_length`); the sequence dimension is then
+dynamic, with at most `length_buckets` values (one compiled program each under XLA).
 
 Under tf.distribute, pass the `InputContext` the strategy hands to
 `distribute_datasets_from_function`: each input pipeline then reads its own subset of files
