@@ -351,3 +351,24 @@ def test_sorted_micro_batches_give_the_loss_and_gradient_of_the_padded_batch(nam
   assert len(grads) == len(padded_grads)
   for g, padded in zip(grads, padded_grads):
     np.testing.assert_allclose(g, padded, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("extra,parts", [({}, 4), ({"group_by_length": True}, 0),
+                                         ({"jit_compile": True}, 0),
+                                         ({"sorted_micro_batches": 2}, 2)])
+def test_the_runners_training_batches_are_random_sorted_micro_batches_by_default(
+    tmp_path, extra, parts):
+  """Default: each random batch as 4 sorted micro-batches; one batch (a dict) when grouped by
+  length, or compiled (each part's length would be one more XLA program)."""
+  from test_run_classifier import VOCAB, make_sst2, tiny_config  # pylint: disable=g-import-not-at-top
+  make_sst2(tmp_path / "data", num_train=32, num_dev=8, num_test=4)
+  task = ClassificationTask.from_data("SST-2", str(tmp_path / "data"), 16)
+  args = runner.RunArgs(output_dir=str(tmp_path / "out"), do_train=True, vocab_file=VOCAB,
+                        bert_config_file=tiny_config(str(tmp_path / "c.json")), **extra)
+  run = runner.Runner(task, args, distribute.get_strategy("one_device"))
+  [records] = run.write_records("train", 8)
+  spec = run.dataset(records, 8, True, seed=1).element_spec
+  if parts:
+    assert isinstance(spec, tuple) and len(spec) == parts
+  else:
+    assert isinstance(spec, dict)
