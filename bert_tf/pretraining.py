@@ -6,7 +6,8 @@ callable without flags:
 
 output_dir receives `ckpt-<step>` checkpoints (a re-run resumes from the latest), a copy of
 bert_config.json beside them (so the checkpoints load as `--init_checkpoint` elsewhere),
-run_settings.json (a re-run with other settings is refused, not resumed), TensorBoard
+run_settings.json (a re-run with other settings is refused, not resumed; one with a larger
+num_train_steps trains on to it, the linear decay rebuilt over the new total), TensorBoard
 summaries, and with do_eval eval_results.txt. While a run writes there, a second one on the
 same output_dir is refused (`output_lock`).
 """
@@ -196,6 +197,18 @@ def _run_settings(args: PretrainArgs, config: BertConfig, files: list[str]) -> d
               "masked_lm_prob", "do_whole_word_mask", "mask_token_prob", "random_token_prob")}}
 
 
+def _log_extended_schedule(args: PretrainArgs, old_steps: int, new_steps: int) -> None:
+  """A re-run with a larger --num_train_steps goes on to it, as the original's: the linear
+  decay is rebuilt over the new total, so the learning rate jumps up where training resumes."""
+  step = training.checkpoint_step(args.output_dir)
+  schedule = optimization.learning_rate_schedule(args.learning_rate, new_steps,
+                                                 args.num_warmup_steps)
+  logging.info("num_train_steps %d -> %d: training on from global step %d to %d; the "
+               "learning rate decays linearly to 0 at step %d (was %d): %.4g at step %d",
+               old_steps, new_steps, step, new_steps, new_steps, old_steps,
+               float(schedule(step)), step)
+
+
 def _write_config(config: BertConfig, args: PretrainArgs) -> None:
   """bert_config.json beside the checkpoints, so that they load as an --init_checkpoint
   elsewhere. Refuses to replace another config that checkpoints were written with."""
@@ -236,6 +249,10 @@ def pretrain(args: PretrainArgs, strategy: tf.distribute.Strategy) -> dict:
       _write_config(config, args)
     run = _Pretraining(args, strategy, config, files)
     if args.do_train:
-      training.check_run_settings(args.output_dir, _run_settings(args, config, files), is_chief)
+      extended = training.check_run_settings(
+          args.output_dir, _run_settings(args, config, files), is_chief,
+          extendable=("num_train_steps",))
+      if extended:
+        _log_extended_schedule(args, *extended["num_train_steps"])
       run.train()
     return run.evaluate() if args.do_eval else {}

@@ -47,29 +47,56 @@ DatasetFn = Callable[[tf.distribute.InputContext], tf.data.Dataset]
 RUN_SETTINGS = "run_settings.json"
 
 
-def check_run_settings(output_dir: str, settings: dict, is_chief: bool = True) -> None:
+def check_run_settings(output_dir: str, settings: dict, is_chief: bool = True,
+                       extendable: tuple[str, ...] = ()) -> dict:
   """Writes `settings` (what defines the trained model: config, data, learning rate...) to
   output_dir/run_settings.json; if the file is already there, raises ValueError listing what
-  differs, so a re-run with new flags neither resumes nor re-reports the old model."""
+  differs, so a re-run with new flags neither resumes nor re-reports the old model.
+
+  extendable: settings (a step count) that may grow: a re-run where only these changed goes
+  on, to the new count, unless one is below the global step that output_dir's latest
+  checkpoint reached (ValueError). Returns {name: (old, new)} of those that changed."""
   path = os.path.join(output_dir, RUN_SETTINGS)
   settings = json.loads(json.dumps(settings))  # As read back: tuples become lists.
+  extended = {}
   if tf.io.gfile.exists(path):
     with tf.io.gfile.GFile(path) as f:
       old = json.load(f)
     old, new = _flat(old), _flat(settings)
-    changed = [f"{key} {old.get(key)!r} -> {new.get(key)!r}"
-               for key in sorted(set(old) | set(new)) if old.get(key) != new.get(key)]
-    if changed:
+    changed = [key for key in sorted(set(old) | set(new)) if old.get(key) != new.get(key)]
+    if not changed:
+      return {}
+    if set(changed) <= set(extendable):
+      step = checkpoint_step(output_dir)
+      for key in changed:
+        if not isinstance(new[key], int) or not isinstance(old.get(key), int):
+          break
+        if new[key] < step:
+          raise ValueError(f"{path}: {key} {old[key]} -> {new[key]}, but the run in "
+                           f"--output_dir has reached global step {step}: give at least {step}")
+        extended[key] = (old[key], new[key])
+    if len(extended) != len(changed):
       raise ValueError(
           f"{path}: --output_dir holds a run trained with other settings ("
-          f"{'; '.join(changed)}). Give a new --output_dir to train afresh (a checkpoint of "
-          "this one can be its --init_checkpoint), or the same settings to resume this one")
-    return
+          f"{'; '.join(f'{k} {old.get(k)!r} -> {new.get(k)!r}' for k in changed)}). Give a "
+          "new --output_dir to train afresh (a checkpoint of this one can be its "
+          "--init_checkpoint), or the same settings to resume this one")
   if is_chief:
     tmp = f"{path}.tmp-{os.getpid()}"
     with tf.io.gfile.GFile(tmp, "w") as f:
       f.write(json.dumps(settings, indent=2, sort_keys=True) + "\n")
     tf.io.gfile.rename(tmp, path, overwrite=True)
+  return extended
+
+
+def checkpoint_step(output_dir: str) -> int:
+  """The global step of output_dir's latest checkpoint (0 if none)."""
+  latest = tf.train.latest_checkpoint(output_dir)
+  if not latest:
+    return 0
+  step = tf.Variable(0, dtype=tf.int64)
+  tf.train.Checkpoint(global_step=step).read(latest).expect_partial()
+  return int(step.numpy())
 
 
 def _flat(settings: dict, prefix: str = "") -> dict:
