@@ -233,8 +233,22 @@ def load_config(path: str) -> BertConfig:
   kind, location = resolve(path)
   if kind == "hf":
     return hf_config(os.path.join(location, "config.json"))
+def config_from_file(path: str) -> BertConfig:
+  """A --bert_config_file: the original's bert_config.json (unknown keys refused, naming the
+  closest known one), or a Hugging Face config.json (it names a `model_type`)."""
+  if tf.io.gfile.exists(path):
+    try:
+      with tf.io.gfile.GFile(path, "r") as f:
+        is_hf = "model_type" in json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError, TypeError):
+      is_hf = False  # BertConfig.from_json_file says what is wrong with it.
+    if is_hf:
+      return hf_config(path)
+  return BertConfig.from_json_file(path)
+
+
   if kind == "config":
-    return BertConfig.from_json_file(location)
+    return config_from_file(location)
   config_file = os.path.join(os.path.dirname(location), "bert_config.json")
   if not tf.io.gfile.exists(config_file):
     raise FileNotFoundError(f"{path}: no bert_config.json beside the checkpoint ({config_file})")

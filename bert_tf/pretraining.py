@@ -235,7 +235,7 @@ def pretrain(args: PretrainArgs, strategy: tf.distribute.Strategy) -> dict:
   if args.dynamic_masking and not args.vocab_file:
     raise ValueError("--dynamic_masking needs --vocab_file (the [MASK] id, the special tokens "
                      "and the word pieces)")
-  config = BertConfig.from_json_file(args.bert_config_file)
+  config = checkpoints.config_from_file(args.bert_config_file)
   files = datasets.list_files(args.input_file)
   # After the strategy: multi-worker setup must come first. Keras's seed too: it seeds the
   # dropout generators (`encoder.generator_dropout`).
