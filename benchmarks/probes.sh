@@ -114,4 +114,101 @@ FIRST=$!
 sleep 25
 probe second_job_same_output pretrain "$W/pt_busy" "$W/out/pretrain.tfrecord-*"
 kill "$FIRST" 2>/dev/null; wait "$FIRST" 2>/dev/null
+# Issue 30, part B: every task's files read by one reader (a UTF-8 BOM dropped, CoNLL columns
+# of any kind, SWAG rows of the header's columns and the task's endings), and no job writing
+# over its own input. Each probe's row is followed by its check: "right" when the result is the
+# correct one (the input intact, every question answered, ...), "WRONG" when not.
+holds() {  # holds NAME WHAT COMMAND...: one row: whether the check COMMAND holds
+  local name=$1 what=$2 verdict=WRONG; shift 2
+  "$@" > /dev/null 2>&1 && verdict=right
+  printf '| %-28s | %5s | %s |\n' "  $name: check" "$verdict" "$what"
+}
+MINILM=$(dirname "$VOCAB")
+$PY - "$W/pb" <<'EOF'
+import json, os, sys
+w = sys.argv[1]
+for d in ("swag_tab", "swag5", "conll_bom", "conll_tabs", "squad_bom", "corpus", "pt"):
+  os.makedirs(f"{w}/{d}", exist_ok=True)
+head = "context\tending0\tending1\tending2\tending3\tlabel\n"
+rows = ["a man walks\tto the car .\tinto a wall .\tup the hill .\ton water .\t0\n",
+        "she sings\ta song .\ta rock .\ta table .\ta door .\t0\n"] * 2
+# The label first: a tab inside an ending shifts the endings after it, the last one dropped.
+label_first = ["0\t" + r[:-3] + "\n" for r in rows]
+open(f"{w}/swag_tab/train.tsv", "w").write(
+    "label\t" + head[:-len("\tlabel\n")] + "\n" + label_first[0] +
+    "0\the eats\tan apple .\ta pie\t, then a cake .\ta shoe .\ta car .\n" + "".join(label_first))
+open(f"{w}/swag5/train.tsv", "w").write(head + "".join(rows))
+open(f"{w}/swag5/dev.tsv", "w").write(
+    head.replace("\tlabel", "\tending4\tlabel") +
+    "".join(r.replace("\t0\n", "\tthe end .\t1\n") for r in rows))
+conll = ("-DOCSTART- -X- -X- O\n\nEU NNP B-NP B-ORG\nrejects VBZ B-VP O\nGerman JJ B-NP B-MISC\n"
+         "call NN I-NP O\n. . O O\n\nPeter NNP B-NP B-PER\nBlackburn NNP I-NP I-PER\n")
+for split in ("train", "test"):
+  open(f"{w}/conll_bom/{split}.txt", "w", encoding="utf-8-sig").write(conll)
+  open(f"{w}/conll_tabs/{split}.txt", "w").write(conll.replace(" ", "\t"))
+context = "Ada Lovelace wrote the first program in 1843 ."
+squad = {"version": "1.1", "data": [{"title": "t", "paragraphs": [{"context": context, "qas": [
+    {"id": f"q{i}", "question": q, "answers": [{"text": a, "answer_start": context.index(a)}]}
+    for i, (q, a) in enumerate([("Who wrote the first program?", "Ada Lovelace"),
+                                ("When was it written?", "1843")])]}]}]}
+open(f"{w}/squad_bom/train.json", "w", encoding="utf-8-sig").write(json.dumps(squad))
+lines = open(f"{os.path.dirname(w)}/corpus.txt", encoding="utf-8").read().splitlines()
+open(f"{w}/corpus/a.txt", "w").write("\n".join(lines[:400]) + "\n")
+for name in ("input", "vocab_in"):
+  for suffix in ("txt", "orig"):
+    open(f"{w}/{name}.{suffix}", "w").write("\n".join([l for l in lines if l][:40]) + "\n")
+open(f"{w}/latin1.txt", "wb").write("Hello there .\nM\xfcller says hi .\n".encode("latin-1"))
+EOF
+cp "$W/out/pretrain.tfrecord-00000-of-00002" "$W/pb/pt/records.tfrecord"
+tiny() {  # tiny SCRIPT DATA_DIR OUTPUT_DIR [flags...]: a run_* script with the tiny model
+  local script=$1 data=$2 out=$3; shift 3
+  "$BIN/$script" --data_dir="$data" --output_dir="$out" --vocab_file="$VOCAB" \
+    --bert_config_file="$W/bert_config.json" --max_seq_length=32 --train_batch_size=4 \
+    --num_train_epochs=1 --do_train "$@"
+}
+probe swag_tab_in_ending     tiny run_swag "$W/pb/swag_tab" "$W/pb/swag_tab_out" --task_name=generic
+holds swag_tab_in_ending     "refused, naming train.tsv:3 and its 7 columns" \
+      grep -q "train.tsv:3: 7 columns, expected 6" "$W/swag_tab_in_ending.log"
+probe swag_dev_5_endings     tiny run_swag "$W/pb/swag5" "$W/pb/swag5_out" --task_name=generic \
+                             --do_eval
+holds swag_dev_5_endings     "refused, naming dev.tsv's 5 endings (not scored as 4-way)" \
+      grep -q "dev.tsv:1: header names 5 ending columns; the task has 4" \
+      "$W/swag_dev_5_endings.log"
+probe conll_bom              tiny run_ner "$W/pb/conll_bom" "$W/pb/conll_bom_out" --do_predict \
+                             --train_batch_size=2
+holds conll_bom              "predictions.txt: the 7 words, no BOM'd -DOCSTART- scored as one" \
+      bash -c "test \$(grep -cv -e '^\$' -e '^-DOCSTART-' '$W/pb/conll_bom_out/predictions.txt') \
+               = 7 && ! grep -q \$'\\xef\\xbb\\xbf' '$W/pb/conll_bom_out/predictions.txt'"
+probe conll_tab_columns      tiny run_ner "$W/pb/conll_tabs" "$W/pb/conll_tabs_out" --do_predict \
+                             --train_batch_size=2
+holds conll_tab_columns      "predictions.txt's words are test.txt's, in order" \
+      bash -c "cmp <(awk 'NF && \$1 != \"-DOCSTART-\" {print \$1}' \
+                     '$W/pb/conll_tabs_out/predictions.txt') \
+                   <(awk 'NF && \$1 != \"-DOCSTART-\" {print \$1}' '$W/pb/conll_tabs/test.txt')"
+probe squad_bom              "$BIN/run_squad" --train_file="$W/pb/squad_bom/train.json" \
+                             --predict_file="$W/pb/squad_bom/train.json" --do_train --do_predict \
+                             --output_dir="$W/pb/squad_bom_out" --vocab_file="$VOCAB" \
+                             --bert_config_file="$W/bert_config.json" --max_seq_length=64 \
+                             --doc_stride=32 --max_query_length=16 --train_batch_size=2
+holds squad_bom              "predictions.json answers q0 and q1 of the BOM'd file" \
+      $PY -c "import json, sys; sys.exit(sorted(json.load(open('$W/pb/squad_bom_out/predictions.json'))) != ['q0', 'q1'])"
+probe extract_same_file      "$BIN/extract_features" --input_file="$W/pb/input.txt" \
+                             --output_file="$W/pb/input.txt" --init_checkpoint="$MINILM"
+holds extract_same_file      "the input intact" cmp "$W/pb/input.txt" "$W/pb/input.orig"
+probe extract_latin1         "$BIN/extract_features" --input_file="$W/pb/latin1.txt" \
+                             --output_file="$W/pb/latin1.jsonl" --init_checkpoint="$MINILM" \
+                             --layers=-1
+holds extract_latin1         "one warning naming latin1.txt:2; the original's tokens (ml ##ler)" \
+      bash -c "grep -q 'latin1.txt:2: not valid UTF-8: 1 invalid byte(s) on 1 line(s)' \
+               '$W/extract_latin1.log' && grep -q '\"token\": \"##ler\"' '$W/pb/latin1.jsonl'"
+probe data_glob_output       data "$W/pb/corpus/pretrain.tfrecord" --input_file="$W/pb/corpus/*"
+holds data_glob_output       "nothing written among the input glob's files" \
+      test "$(ls -A "$W/pb/corpus")" = a.txt
+probe vocab_same_file        "$BIN/build_vocab" --input_file="$W/pb/vocab_in.txt" \
+                             --output_file="$W/pb/vocab_in.txt" --vocab_size=200 \
+                             --min_token_count=2
+holds vocab_same_file        "the input intact" cmp "$W/pb/vocab_in.txt" "$W/pb/vocab_in.orig"
+probe pretrain_glob_output   pretrain "$W/pb/pt" "$W/pb/pt/*"
+holds pretrain_glob_output   "no checkpoint written among the input glob's records" \
+      test "$(ls -A "$W/pb/pt")" = records.tfrecord
 echo "(logs in $W)"
