@@ -16,6 +16,7 @@ variable. The encoder body is always required.
 """
 import collections
 import dataclasses
+import gc
 import io
 import json
 import os
@@ -162,6 +163,12 @@ HF = NameMap(
     layer_pattern=r"^encoder\.layer\.(\d+)\.",
 )
 
+# google-research/bert's fine-tuned checkpoints carry their task's output layer beside the
+# encoder, stored [outputs, hidden] as its matmul(..., transpose_b=True) reads it; ours is a
+# Dense's kernel [hidden, outputs]. (kernel, bias) -> the script that wrote them.
+TF1_HEADS = {("output_weights", "output_bias"): "run_classifier",
+             ("cls/squad/output_weights", "cls/squad/output_bias"): "run_squad"}
+
 # Hugging Face's hidden_act -> BertConfig's: HF "gelu" is the exact erf form.
 HF_ACTIVATIONS = {"gelu": "gelu_exact", "gelu_new": "gelu", "gelu_pytorch_tanh": "gelu",
                   "relu": "relu", "tanh": "tanh", "swish": "swish", "silu": "swish"}
@@ -227,12 +234,6 @@ def hf_config(path: str) -> BertConfig:
     raise ValueError(f"{path}: {e}") from e
 
 
-def load_config(path: str) -> BertConfig:
-  """The BertConfig of whatever `path` holds (see `resolve`): config.json in a Hugging Face
-  folder, else bert_config.json itself or beside the checkpoint."""
-  kind, location = resolve(path)
-  if kind == "hf":
-    return hf_config(os.path.join(location, "config.json"))
 def config_from_file(path: str) -> BertConfig:
   """A --bert_config_file: the original's bert_config.json (unknown keys refused, naming the
   closest known one), or a Hugging Face config.json (it names a `model_type`)."""
@@ -247,6 +248,12 @@ def config_from_file(path: str) -> BertConfig:
   return BertConfig.from_json_file(path)
 
 
+def load_config(path: str) -> BertConfig:
+  """The BertConfig of whatever `path` holds (see `resolve`): config.json in a Hugging Face
+  folder, else bert_config.json itself or beside the checkpoint."""
+  kind, location = resolve(path)
+  if kind == "hf":
+    return hf_config(os.path.join(location, "config.json"))
   if kind == "config":
     return config_from_file(location)
   config_file = os.path.join(os.path.dirname(location), "bert_config.json")
@@ -438,15 +445,39 @@ def read_checkpoint(checkpoint: tf.train.Checkpoint, prefix: str, partial: bool 
 
   partial: the checkpoint may hold more than `checkpoint` asks for (an optimizer, heads).
   """
+  # A failed read leaves TensorFlow's restore bookkeeping behind, which logs a warning for
+  # every value of the checkpoint it did not restore when it is freed: hundreds of lines after
+  # the error, at exit. Freed here, with TensorFlow's warnings off, the error is the last line.
+  tf_logger = tf.get_logger()
+  level = tf_logger.level
+  tf_logger.setLevel("ERROR")
   try:
-    status = checkpoint.read(prefix)
-    if partial:
-      status.expect_partial()
-    status.assert_existing_objects_matched()
-  except _DAMAGE as e:
-    raise _damaged(prefix, e) from e
-  except (AssertionError, ValueError, tf.errors.OpError) as e:
-    raise ValueError(f"{prefix}: does not match the model: {e}") from e
+    try:
+      status = checkpoint.read(prefix)
+      if partial:
+        status.expect_partial()
+      status.assert_existing_objects_matched()
+    except _DAMAGE as e:
+      error = _damaged(prefix, e)
+    except (AssertionError, ValueError, tf.errors.OpError) as e:
+      error = ValueError(f"{prefix}: does not match the model: {_mismatch(e)}")
+    else:
+      return
+    gc.collect()
+  finally:
+    tf_logger.setLevel(level)
+  raise error
+
+
+def _mismatch(error: Exception) -> str:
+  """TensorFlow's restore error on one line: a list of unmatched variables (it prints each
+  with its values, hundreds of lines) becomes their count and first names."""
+  message = str(error)
+  names = sorted(set(re.findall(r"<tf\.Variable '([^']+)'", message)))
+  if not names:
+    return " ".join(message.split())
+  shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+  return f"{len(names)} of the model's variables are not in the checkpoint: {shown}"
 
 
 def _damaged(prefix: str, error: Exception) -> CorruptCheckpointError:
@@ -488,6 +519,28 @@ def _load(targets: dict, path: str) -> list[str]:
   if kind == "hf":
     return _load_mapped(_hf_weights(location), HF, targets)
   raise ValueError(f"{path}: a config file holds no weights to load")
+
+
+def tf1_heads(path: str) -> list[tuple[str, str]]:
+  """The TF1_HEADS (kernel, bias) names that a google-research/bert checkpoint at `path`
+  holds (a fine-tuned one's output layer); [] for any other source."""
+  kind, location = resolve(path)
+  if kind != "tf1":
+    return []
+  names = {name for name, _ in tf.train.list_variables(location)}
+  return [head for head in TF1_HEADS if head[0] in names]
+
+
+def load_tf1_head(kernel, bias, path: str, names: tuple[str, str]) -> None:
+  """Assigns google-research/bert's fine-tuned output layer `names` (see TF1_HEADS) at `path`
+  to our Dense's `kernel` [hidden, outputs] and `bias` [outputs]; ValueError naming the
+  variable whose shape does not fit (another number of labels)."""
+  _, prefix = resolve(path)
+  weights = _tf1_weights(prefix)
+  for variable, theirs, transposed in ((kernel, names[0], True), (bias, names[1], False)):
+    if theirs not in weights.names:
+      raise ValueError(f"{prefix}: {theirs} is missing (for our {variable.name})")
+    _assign(variable, weights.get(theirs), variable.name, theirs, prefix, transposed)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -172,9 +172,19 @@ def check_data_outside_output(task, args) -> None:
 
 
 def args_from_flags(cls, **values):
-  """An arguments dataclass from the flags of its fields' names; `values` override."""
-  names = [f.name for f in dataclasses.fields(cls) if f.name not in values and f.name in FLAGS]
+  """An arguments dataclass from the flags of its fields' names; `values` override. A field
+  `flags_given` gets the names of the flags given on the command line (`given_flags`)."""
+  fields = [f.name for f in dataclasses.fields(cls)]
+  if "flags_given" in fields and "flags_given" not in values:
+    values["flags_given"] = given_flags()
+  names = [name for name in fields if name not in values and name in FLAGS]
   return cls(**{name: FLAGS[name].value for name in names}, **values)
+
+
+def given_flags() -> tuple[str, ...]:
+  """The flags given on the command line (the others hold their defaults): a fine-tuning run
+  that does not train takes those settings from the trained model instead."""
+  return tuple(sorted(name for name in FLAGS if FLAGS[name].present))
 
 
 def strategy_from_flags() -> tf.distribute.Strategy:

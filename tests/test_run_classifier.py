@@ -207,12 +207,15 @@ def test_init_checkpoint_hf_folder_supplies_config_vocab_and_weights(tmp_path):
   make_sst2(tmp_path / "data", num_dev=8)
   args = dict(task_name="sst-2", data_dir=str(tmp_path / "data"),
               output_dir=str(tmp_path / "out"), init_checkpoint=MINILM, max_seq_length=16,
-              do_eval=True)
+              do_train=True, do_eval=True, num_train_epochs=0.125)  # One step.
   config, vocab_file = runner.resolve_files(
       runner.RunArgs(args["output_dir"], init_checkpoint=MINILM), 16)
   assert (config.hidden_size, config.num_hidden_layers, config.hidden_act) == (
       384, 6, "gelu_exact")
   assert vocab_file == os.path.join(MINILM, "vocab.txt")
+  # Its head is untrained: evaluating it without --do_train is refused.
+  with pytest.raises(ValueError, match="a Hugging Face model fills the encoder only"):
+    _tuner(dict(args, do_train=False))
   tuner = _tuner(args)
   model, step = tuner.restore()
   assert step == 0
@@ -260,7 +263,7 @@ def test_cli_exits_non_zero_with_the_file_and_line(tmp_path):
       [sys.executable, "-m", "bert_tf.run_classifier", "--task_name=SST-2",
        f"--data_dir={tmp_path / 'data'}", f"--output_dir={tmp_path / 'out'}",
        f"--bert_config_file={tiny_config(str(tmp_path / 'bert_config.json'))}",
-       f"--vocab_file={VOCAB}", "--max_seq_length=16", "--do_eval"],
+       f"--vocab_file={VOCAB}", "--max_seq_length=16", "--do_train", "--do_eval"],
       capture_output=True, text=True, timeout=300,
       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
   assert result.returncode != 0

@@ -56,6 +56,9 @@ SAMPLE_TEXTS = [("The movie was great.", "I enjoyed the film."),
 class ClassificationConfig(TaskConfig):
   """What a fine-tuned classifier is beyond its encoder. `labels` None means regression."""
   kind = "classification"
+  trained_fields = TaskConfig.trained_fields + ("task_name", "labels")
+  data_fields = ("labels",)
+  head_fields = ("labels",)
   task_name: str = "generic"
   labels: list[str] | None = None
   is_pair: bool = False
@@ -145,6 +148,7 @@ def build_classifier(config: BertConfig, num_labels: int) -> tf_keras.Model:
 class ClassificationTask(FineTuningTask):
   """A GLUE, XNLI or generic task (see `glue.get_task_data`) in data_dir."""
   config_class = ClassificationConfig
+  tf1_head = ("output_weights", "output_bias")  # run_classifier's, on the pooled output.
 
   def __init__(self, config: ClassificationConfig, data_dir: str | None = None,
                xnli_language: str = "zh"):

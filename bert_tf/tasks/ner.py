@@ -87,6 +87,10 @@ class NerConfig(TaskConfig):
   """What a fine-tuned tagger is beyond its encoder: its tags (in label-id order), the scheme
   they follow ("iob1" | "iob2") and whether features had document context."""
   kind: ClassVar[str] = "ner"
+  trained_fields: ClassVar[tuple[str, ...]] = TaskConfig.trained_fields + (
+      "labels", "scheme", "document_context", "feature_based", "lstm_units")
+  data_fields: ClassVar[tuple[str, ...]] = ("labels",)
+  head_fields: ClassVar[tuple[str, ...]] = ("labels", "feature_based", "lstm_units")
   labels: list[str] = dataclasses.field(default_factory=list)
   scheme: str = "iob2"
   document_context: bool = True
@@ -391,6 +395,8 @@ class NerTask(FineTuningTask):
   config_class = NerConfig
   primary_metric = "f1"
   loss_per_token = True  # Random training batches, each cut (see FineTuningTask).
+  example_noun = "sentences"
+  label_noun = "tags"
 
   def __init__(self, config: NerConfig, data_dir: str | None = None):
     super().__init__(config)

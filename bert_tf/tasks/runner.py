@@ -15,6 +15,11 @@ output_dir receives (the original's names first):
                                                            re-run with other settings is refused
   runs/lr<lr>_seed<seed>/                                  each run's checkpoints, in a sweep
 
+A run that does not train (--do_eval, --do_predict) uses output_dir's latest checkpoint, else a
+fine-tuned --init_checkpoint, head included (`Runner.init_fn`; nothing untrained predicts), and
+that trained run's task_config.json decides its labels, casing, sequence length...
+(`take_trained_settings`), not the data folder's training file.
+
 Every path goes through tf.io.gfile, so output_dir may be gs:// (Cloud TPUs) or ram://. While a
 run writes a local output_dir, a second one there is refused (`output_lock`).
 """
@@ -36,8 +41,8 @@ from bert_tf import output_lock
 from bert_tf import serving
 from bert_tf import training
 from bert_tf.configs import BertConfig
-from bert_tf.tasks import task_class
-from bert_tf.tasks.task import FineTuningTask, Features, write_text
+from bert_tf.tasks import DataError, task_class
+from bert_tf.tasks.task import FineTuningTask, Features, TaskConfig, write_text
 from bert_tf.tokenization import FullTokenizer
 from tfrecords import datasets, writer
 
@@ -72,6 +77,9 @@ class RunArgs:
   jit_compile: bool = False
   export_dir: str | None = None
   length_buckets: int | None = None  # None: see `batch_length_buckets`.
+  # The task settings the user chose (flags given on the command line): a run that does not
+  # train takes the others from the trained model (`take_trained_settings`). None: all chosen.
+  flags_given: tuple[str, ...] | None = None
   group_by_length: bool = False
   # Random training batches as this many micro-batches sorted by length, each cut (see
   # `datasets.sorted_micro_batches`); where it applies, see `Runner.dataset`.
@@ -101,23 +109,31 @@ def batch_length_buckets(args: RunArgs, task: FineTuningTask,
   return COMPILED_LENGTH_BUCKETS if args.jit_compile else task.config.max_seq_length
 
 
+def beside(checkpoint: str, name: str) -> str:
+  """The file `name` beside a checkpoint (a prefix) or in a checkpoint's folder."""
+  folder = checkpoint if tf.io.gfile.isdir(checkpoint) else os.path.dirname(checkpoint)
+  return os.path.join(folder, name)
+
+
 def resolve_files(args: RunArgs, max_seq_length: int) -> tuple[BertConfig, str]:
   """(BertConfig, vocab file): from the flags, else from beside --init_checkpoint (a Hugging
-  Face folder's config.json and vocab.txt, or a checkpoint's bert_config.json and vocab.txt)."""
+  Face folder's config.json and vocab.txt, or a checkpoint's bert_config.json and vocab.txt),
+  or for a run that does not train, from --output_dir when it holds a trained model."""
+  source, flag = args.init_checkpoint, "--init_checkpoint"
+  if not args.do_train and tf.train.latest_checkpoint(args.output_dir):
+    source, flag = args.output_dir, "--output_dir"
   if args.bert_config_file:
-    config = BertConfig.from_json_file(args.bert_config_file)
-  elif args.init_checkpoint:
-    config = checkpoints.load_config(args.init_checkpoint)
+    config = checkpoints.config_from_file(args.bert_config_file)
+  elif source:
+    config = checkpoints.load_config(source)
   else:
     raise ValueError("--bert_config_file is required (or an --init_checkpoint with its config)")
   vocab_file = args.vocab_file
-  if not vocab_file and args.init_checkpoint:
-    folder = (args.init_checkpoint if tf.io.gfile.isdir(args.init_checkpoint)
-              else os.path.dirname(args.init_checkpoint))
-    vocab_file = os.path.join(folder, "vocab.txt")
+  if not vocab_file and source:
+    vocab_file = beside(source, "vocab.txt")
     if not tf.io.gfile.exists(vocab_file):
       raise FileNotFoundError(f"--vocab_file is required: no vocab.txt beside "
-                              f"--init_checkpoint={args.init_checkpoint}")
+                              f"{flag}={source}")
   if not vocab_file:
     raise ValueError("--vocab_file is required (or an --init_checkpoint with vocab.txt beside it)")
   if max_seq_length > config.max_position_embeddings:
@@ -136,12 +152,8 @@ def restore(model: tf_keras.Model, checkpoint: str) -> int:
   return int(step.numpy())
 
 
-def load_trained(model_dir: str, checkpoint: str | None = None, data: str | None = None
-                 ) -> tuple[FineTuningTask, tf_keras.Model, FullTokenizer]:
-  """A run's task (from task_config.json; `data` says where its examples are, see
-  `FineTuningTask.from_config`), its model restored from the latest checkpoint in model_dir
-  (or `checkpoint`), in float32 whatever it was trained in, and its tokenizer."""
-  path = os.path.join(model_dir, TASK_CONFIG)
+def read_task_config(path: str) -> TaskConfig:
+  """A task_config.json as its task's TaskConfig; errors name the file."""
   if not tf.io.gfile.exists(path):
     raise FileNotFoundError(f"{path}: not found (a fine-tuning run writes it into output_dir)")
   with tf.io.gfile.GFile(path) as f:
@@ -150,7 +162,57 @@ def load_trained(model_dir: str, checkpoint: str | None = None, data: str | None
     except json.JSONDecodeError as e:
       raise ValueError(f"{path}: not valid JSON ({e})") from None
   cls = task_class(values.get("task", ""), path)
-  task = cls.from_config(cls.config_class.from_dict(values, path), data)
+  return cls.config_class.from_dict(values, path)
+
+
+def trained_task_config(args: RunArgs) -> tuple[TaskConfig, str] | None:
+  """(config, its path) of the model that a run which does not train evaluates or predicts
+  with: --output_dir's task_config.json when output_dir holds a checkpoint, else the one
+  beside --init_checkpoint (a fine-tuning run's output_dir or checkpoint); None if none."""
+  if tf.train.latest_checkpoint(args.output_dir):
+    path = os.path.join(args.output_dir, TASK_CONFIG)
+  elif args.init_checkpoint:
+    path = beside(args.init_checkpoint, TASK_CONFIG)
+  else:
+    return None
+  return (read_task_config(path), path) if tf.io.gfile.exists(path) else None
+
+
+def take_trained_settings(task: FineTuningTask, trained: TaskConfig, source: str,
+                          flags_given: tuple[str, ...] | None) -> None:
+  """Sets the task's `trained_fields` to the trained model's (`source`: its task_config.json)
+  for a run that does not train: the labels, casing, sequence length... that the model was
+  trained with, not whatever the data folder's training file or the flags' defaults say.
+  ValueError naming the data file or the flag that disagrees (a flag the user gave;
+  flags_given None: every setting counts as given)."""
+  config = task.config
+  if trained.kind != config.kind:
+    raise ValueError(f"{source}: the trained model is a {trained.kind} model, not "
+                     f"{config.kind}")
+  taken = {}
+  for field in config.trained_fields:
+    ours, theirs = getattr(config, field), getattr(trained, field)
+    if ours == theirs:
+      continue
+    if field in config.data_fields:
+      raise ValueError(task.data_mismatch(field, theirs, source))
+    if flags_given is None or field in flags_given:
+      raise ValueError(f"--{field}={ours}: the trained model has {field} {theirs!r} "
+                       f"({source}); leave the flag out, or give its value")
+    taken[field] = theirs
+  if taken:
+    logging.info("the trained model's settings (%s): %s", source,
+                 ", ".join(f"{k}={v!r}" for k, v in taken.items()))
+    task.config = dataclasses.replace(config, **taken)
+
+
+def load_trained(model_dir: str, checkpoint: str | None = None, data: str | None = None
+                 ) -> tuple[FineTuningTask, tf_keras.Model, FullTokenizer]:
+  """A run's task (from task_config.json; `data` says where its examples are, see
+  `FineTuningTask.from_config`), its model restored from the latest checkpoint in model_dir
+  (or `checkpoint`), in float32 whatever it was trained in, and its tokenizer."""
+  config = read_task_config(os.path.join(model_dir, TASK_CONFIG))
+  task = task_class(config.kind).from_config(config, data)
   bert_config = BertConfig.from_json_file(os.path.join(model_dir, "bert_config.json"))
   tokenizer = FullTokenizer(os.path.join(model_dir, "vocab.txt"), task.config.do_lower_case)
   checkpoint = checkpoint or tf.train.latest_checkpoint(model_dir)
@@ -173,6 +235,16 @@ class SplitRecords:
   num_features: int
   features: Features | None = None
   order: np.ndarray | None = None
+
+
+def head_variables(model: tf_keras.Model) -> tuple:
+  """(kernel, bias) of a task head that is one output layer on the encoder (the classifier's,
+  the span labeler's); ValueError for any other head."""
+  encoder = {id(v) for v in model.checkpoint_items["encoder"].variables}
+  head = [v for v in model.variables if id(v) not in encoder]
+  if len(head) != 2 or len(head[0].shape) != 2 or len(head[1].shape) != 1:
+    raise ValueError(f"the task's head is not one output layer: {[v.name for v in head]}")
+  return head[0], head[1]
 
 
 def by_length(records: list[dict], layout) -> np.ndarray:
@@ -215,6 +287,10 @@ class Runner:
     self.task = task
     self.args = args
     self.strategy = strategy
+    if not args.do_train:  # The trained model's labels, casing... decide, not the data's.
+      trained = trained_task_config(args)
+      if trained:
+        take_trained_settings(task, *trained, args.flags_given)
     self.bert_config, vocab_file = resolve_files(args, task.config.max_seq_length)
     self.tokenizer = FullTokenizer(vocab_file, task.config.do_lower_case)
     if len(self.tokenizer.vocab) > self.bert_config.vocab_size:
@@ -226,6 +302,17 @@ class Runner:
     self.is_chief = distribute.is_chief(strategy)
     self._predictions = {}  # split -> (examples, predictions): a split both scored and written.
     self.vocab_file = vocab_file
+    self.init_head = self._init_head() if args.init_checkpoint else None
+    if not args.do_train and not tf.train.latest_checkpoint(args.output_dir):
+      if not args.init_checkpoint:
+        raise FileNotFoundError(f"no checkpoint in {args.output_dir} and no "
+                                "--init_checkpoint: nothing to evaluate or predict with")
+      how, why = self.init_head
+      if how == "encoder":
+        raise ValueError(
+            f"--init_checkpoint={args.init_checkpoint}: {why}, so without --do_train the "
+            f"{task.config.kind} head would be untrained: give a fine-tuned model (a "
+            "fine-tuning run's output_dir), or --do_train")
     self.length_buckets = batch_length_buckets(args, task, strategy)
     tf.io.gfile.makedirs(args.output_dir)
 
@@ -249,6 +336,9 @@ class Runner:
       if only is not None and split not in only:
         continue
       examples = self.task.read_examples(split)
+      if not examples:
+        raise DataError(f"{self.task.split_file(split)}: no {self.task.example_noun} (the "
+                        f"{split} split, for --do_{mode})")
       features = self.task.convert_examples(examples, self.tokenizer, is_training)
       records, order = features.records, None
       if not is_training:
@@ -281,11 +371,70 @@ class Runner:
         micro_batches=(1 if task.loss_per_token or args.jit_compile
                        else args.sorted_micro_batches))
 
+  def _init_head(self) -> tuple[str, str]:
+    """What --init_checkpoint gives the task's head: ("model", its task_config.json) for a
+    fine-tuned model of this task (the same kind and `head_fields`: the labels, in the same
+    order), ("tf1", the names) for google-research/bert's fine-tuned output layer of this
+    task (`checkpoints.TF1_HEADS`), else ("encoder", why it gives none)."""
+    path, config = self.args.init_checkpoint, self.task.config
+    kind, _ = checkpoints.resolve(path)
+    if kind == "tf1":
+      heads = checkpoints.tf1_heads(path)
+      if self.task.tf1_head in heads:
+        return "tf1", f"{checkpoints.TF1_HEADS[self.task.tf1_head]}'s {self.task.tf1_head[0]}"
+      if heads:
+        return "encoder", (f"its head is {checkpoints.TF1_HEADS[heads[0]]}'s {heads[0][0]}, "
+                           f"not a {config.kind} head")
+      return "encoder", ("a google-research/bert checkpoint without a fine-tuned head (no "
+                         f"{' or '.join(h[0] for h in checkpoints.TF1_HEADS)})")
+    if kind == "hf":
+      return "encoder", "a Hugging Face model fills the encoder only"
+    if kind == "config":
+      return "encoder", "a config file holds no weights"
+    source = beside(path, TASK_CONFIG)
+    if not tf.io.gfile.exists(source):
+      return "encoder", f"no {TASK_CONFIG} beside it (a pretraining checkpoint, no task head)"
+    trained = read_task_config(source)
+    if trained.kind != config.kind:
+      return "encoder", f"{source}: a {trained.kind} model, not {config.kind}"
+    for field in config.head_fields:
+      ours, theirs = getattr(config, field), getattr(trained, field)
+      if ours != theirs:
+        if field in config.data_fields:
+          return "encoder", self.task.data_mismatch(field, theirs, source)
+        return "encoder", f"{source}: {field} {theirs!r}, this run's {ours!r}"
+    return "model", source
+
   def init_fn(self, model: tf_keras.Model) -> None:
-    """Loads --init_checkpoint into the encoder (the task's head stays freshly drawn)."""
-    if self.args.init_checkpoint:
-      checkpoints.load_into_encoder(model.checkpoint_items["encoder"], self.args.init_checkpoint)
-      logging.info("initialized the encoder from %s", self.args.init_checkpoint)
+    """Loads --init_checkpoint: the whole model, head included, when it is a fine-tuned model
+    of this task (its task_config.json has the same kind and labels, in the same order) or
+    google-research/bert's fine-tuned checkpoint of this task's head (run_classifier's
+    output_weights, run_squad's cls/squad/output_*); else only the encoder, the task's head
+    freshly drawn, and a log line names why (see `_init_head`)."""
+    path = self.args.init_checkpoint
+    if not path:
+      return
+    how, why = self.init_head
+    if how == "model":
+      restore(model, checkpoints.resolve(path)[1])
+      logging.info("initialized the whole model, head included, from %s (%s: the same task "
+                   "and labels)", path, why)
+      return
+    checkpoints.load_into_encoder(model.checkpoint_items["encoder"], path)
+    if how == "tf1":
+      kernel, bias = head_variables(model)
+      try:
+        checkpoints.load_tf1_head(kernel, bias, path, self.task.tf1_head)
+      except ValueError as e:
+        if not self.args.do_train:
+          raise
+        logging.info("initialized the encoder from %s; the %s head is drawn fresh: %s", path,
+                     self.task.config.kind, e)
+        return
+      logging.info("initialized the encoder and the head (%s) from %s", why, path)
+      return
+    logging.info("initialized the encoder from %s; the %s head is drawn fresh: %s", path,
+                 self.task.config.kind, why)
 
   def train(self, records: SplitRecords, learning_rate: float, seed: int,
             run_dir: str) -> tuple[tf_keras.Model, dict]:
@@ -322,7 +471,7 @@ class Runner:
                        "examples_per_second": num_train_steps * args.train_batch_size / seconds}
 
   def restore(self) -> tuple[tf_keras.Model, int]:
-    """The model of output_dir's latest checkpoint, else --init_checkpoint's encoder."""
+    """The model of output_dir's latest checkpoint, else --init_checkpoint's (`init_fn`)."""
     with self.strategy.scope():
       model = self.task.build_model(self.bert_config)
     latest = tf.train.latest_checkpoint(self.args.output_dir)

@@ -383,6 +383,9 @@ class SquadTask(FineTuningTask):
   config_class = SquadConfig
   primary_metric = "f1"
   loss_reads_padding = True  # The start/end softmax spans every position, padding included.
+  example_noun = "questions"
+  # run_squad's output layer on the sequence output: start and end logits.
+  tf1_head = ("cls/squad/output_weights", "cls/squad/output_bias")
 
   def __init__(self, config: SquadConfig, train_file: str | None = None,
                predict_file: str | None = None, verbose_logging: bool = False):

@@ -56,6 +56,14 @@ class TaskConfig:
   """A task's settings that outlive the run: subclass with the task's fields. `kind` (a class
   attribute, not a field) names the task class in `bert_tf.tasks.TASKS`."""
   kind: ClassVar[str] = ""
+  # The settings a trained model fixes: a run that does not train takes them from the trained
+  # run's task_config.json (a flag given that disagrees is refused); those among `data_fields`
+  # are read from the data, which must then agree (`runner.take_trained_settings`).
+  trained_fields: ClassVar[tuple[str, ...]] = ("max_seq_length", "do_lower_case")
+  data_fields: ClassVar[tuple[str, ...]] = ()
+  # What the head's weights mean (their number and order): a fine-tuned --init_checkpoint's
+  # head is restored only where its task_config.json has the same kind and these.
+  head_fields: ClassVar[tuple[str, ...]] = ()
   max_seq_length: int = 128
   do_lower_case: bool = True
 
@@ -105,6 +113,12 @@ class FineTuningTask(abc.ABC):
   # few tokens, yet counts as a whole step), so such a task trains on random batches, each
   # only cut to its own length.
   loss_per_token: ClassVar[bool] = False
+  # What the task's examples and labels are called in its messages.
+  example_noun: ClassVar[str] = "examples"
+  label_noun: ClassVar[str] = "labels"
+  # google-research/bert's fine-tuned output layer that this task's head is (its kernel's and
+  # bias's names: run_classifier's `output_weights`, run_squad's `cls/squad/...`), if any.
+  tf1_head: ClassVar[tuple[str, str] | None] = None
 
   def __init__(self, config: TaskConfig):
     self.config = config
@@ -133,6 +147,19 @@ class FineTuningTask(abc.ABC):
         path = self.split_file(split)
         if not tf.io.gfile.exists(path):
           raise DataError(f"{path}: file not found (the {split} split, for --do_{mode})")
+
+  def data_mismatch(self, field: str, trained, source: str) -> str:
+    """The message for a setting read from the data (`TaskConfig.data_fields`) that differs
+    from the trained model's (`source`: its task_config.json), in the task's terms."""
+    ours = getattr(self.config, field)
+    where = self.split_file(self.splits("train")[0])
+    if field == "labels" and ours is not None and trained is not None:
+      if len(ours) != len(trained):
+        return (f"{where} has {len(ours)} {self.label_noun}; the trained model has "
+                f"{len(trained)} ({source}: {', '.join(trained)})")
+      return (f"{where}: its {self.label_noun} {', '.join(ours)} are not the trained model's "
+              f"{', '.join(trained)} ({source})")
+    return f"{where}: {field} {ours!r}, but the trained model has {trained!r} ({source})"
 
   @abc.abstractmethod
   def read_examples(self, split: str) -> list:

@@ -1,0 +1,288 @@
+"""Runs that use a trained model (issue 30, part A): a fine-tuned --init_checkpoint restores
+its head (ours, or google-research/bert's TF1 output layer), the trained run's settings decide
+a predict-only run, nothing untrained predicts, empty splits and a head that no longer fits
+are one line; a Hugging Face config.json as --bert_config_file; run_pretraining extended to a
+larger --num_train_steps."""
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf import checkpoints, distribute, pretraining
+from bert_tf.tasks import DataError, ner, runner, squad
+from bert_tf.tasks.classification import ClassificationTask
+from test_ner import make_toy
+from test_run_classifier import MINILM, VOCAB, _tuner, make_sst2, make_stsb, toy_args
+from test_run_classifier import tiny_config
+from test_training import CONFIG, PREDS, SEQ, write_pretraining_records
+
+ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+ONE_DEVICE = distribute.get_strategy("one_device")
+
+
+def _read(path) -> str:
+  with open(path, encoding="utf-8") as f:
+    return f.read()
+
+
+# Classification: a fine-tuned run's model as --init_checkpoint.
+@pytest.fixture(scope="module")
+def sst2(tmp_path_factory):
+  """A short fine-tuning run on the toy SST-2: its args (output_dir holds the model)."""
+  tmp = str(tmp_path_factory.mktemp("sst2"))
+  make_sst2(os.path.join(tmp, "data"), num_train=64, num_dev=16, num_test=10)
+  args = toy_args(tmp, os.path.join(tmp, "data"), os.path.join(tmp, "out"), do_train=True,
+                  do_predict=True, num_train_epochs=2)
+  _tuner(args).run()
+  return args
+
+
+def test_a_fine_tuned_init_checkpoint_predicts_with_its_head(sst2, tmp_path, caplog):
+  caplog.set_level(logging.INFO)
+  args = dict(sst2, do_train=False, output_dir=str(tmp_path / "new"), init_checkpoint=
+              sst2["output_dir"], bert_config_file=None, vocab_file=None)
+  _tuner(args).run()
+  assert (_read(tmp_path / "new" / "test_results.tsv") ==
+          _read(os.path.join(sst2["output_dir"], "test_results.tsv")))
+  assert "initialized the whole model, head included" in caplog.text
+
+
+def _as_tf1(output_dir: str, folder, head: tuple[str, str]) -> str:
+  """A trained classifier's weights under google-research/bert's names, its head under
+  `head` (kernel [outputs, hidden], bias), with bert_config.json and vocab.txt: the prefix."""
+  task = ClassificationTask.from_data("SST-2", os.path.join(os.path.dirname(output_dir),
+                                                            "data"), 32)
+  config = checkpoints.load_config(output_dir)
+  model = task.build_model(config)
+  runner.restore(model, tf.train.latest_checkpoint(output_dir))
+  encoder = model.checkpoint_items["encoder"]
+  ours = checkpoints._our_variables({"encoder": encoder}, checkpoints.TF1,  # pylint: disable=protected-access
+                                    config.num_hidden_layers)
+  arrays = {}
+  for part in ("encoder", "pooler"):
+    for our_name, theirs, _ in checkpoints.TF1.rows(part, config.num_hidden_layers):
+      value = ours[our_name].numpy()
+      if value.ndim == 3:  # Attention kernels: the TF1 layout merges the head axes.
+        value = value.reshape(-1, value.shape[-1]) if "attention_output" in our_name else (
+            value.reshape(value.shape[0], -1))
+      elif value.ndim == 2 and our_name.endswith("bias"):
+        value = value.reshape(-1)
+      arrays[theirs] = value
+  kernel, bias = (v.numpy() for v in sorted(
+      (v for v in model.variables if "sentence_prediction" in v.name), key=lambda v: -len(v.shape)))
+  arrays[head[0]], arrays[head[1]] = kernel.T, bias
+  os.makedirs(folder)
+  prefix = str(folder / "model.ckpt-8")
+  names = sorted(arrays)
+  tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names, shape_and_slices=[""] * len(names),
+                    tensors=[tf.constant(arrays[n]) for n in names])
+  config.to_json_file(str(folder / "bert_config.json"))
+  shutil.copy(VOCAB, folder / "vocab.txt")
+  return prefix
+
+
+def test_the_originals_fine_tuned_tf1_checkpoint_predicts_with_its_head(sst2, tmp_path):
+  prefix = _as_tf1(sst2["output_dir"], tmp_path / "tf1", ("output_weights", "output_bias"))
+  args = dict(sst2, do_train=False, output_dir=str(tmp_path / "new"), init_checkpoint=prefix,
+              bert_config_file=None, vocab_file=None)
+  _tuner(args).run()
+  np.testing.assert_allclose(np.loadtxt(tmp_path / "new" / "test_results.tsv"),
+                             np.loadtxt(os.path.join(sst2["output_dir"], "test_results.tsv")),
+                             atol=2e-6)
+  # run_squad's output layer is no classifier: refused, named.
+  prefix = _as_tf1(sst2["output_dir"], tmp_path / "squad",
+                   ("cls/squad/output_weights", "cls/squad/output_bias"))
+  with pytest.raises(ValueError, match="its head is run_squad's cls/squad/output_weights, not "
+                     "a classification head, so without --do_train"):
+    _tuner(dict(args, init_checkpoint=prefix, output_dir=str(tmp_path / "new2")))
+
+
+def test_nothing_untrained_predicts(sst2, tmp_path):
+  args = dict(sst2, do_train=False, output_dir=str(tmp_path / "new"), bert_config_file=None,
+              vocab_file=None)
+  with pytest.raises(ValueError, match=f"^--init_checkpoint={MINILM}: a Hugging Face model "
+                     "fills the encoder only, so without --do_train the classification head "
+                     "would be untrained"):
+    _tuner(dict(args, init_checkpoint=MINILM))
+  # A checkpoint with no task_config.json beside it: a pretraining one.
+  pretrained = tmp_path / "pretrained"
+  shutil.copytree(sst2["output_dir"], pretrained,
+                  ignore=shutil.ignore_patterns("task_config.json", "*.tf_record"))
+  with pytest.raises(ValueError, match="no task_config.json beside it"):
+    _tuner(dict(args, init_checkpoint=str(pretrained)))
+
+
+def test_an_init_checkpoint_with_other_labels_trains_a_fresh_head(sst2, tmp_path, caplog):
+  caplog.set_level(logging.INFO)
+  make_stsb(tmp_path / "data")
+  args = toy_args(str(tmp_path), tmp_path / "data", tmp_path / "out", task_name="STS-B",
+                  do_train=True, num_train_epochs=0.07, init_checkpoint=sst2["output_dir"])
+  _tuner(args).run()
+  fresh = [r.getMessage() for r in caplog.records if "head is drawn fresh" in r.getMessage()]
+  assert len(fresh) == 1 and "the trained model has ['0', '1']" in fresh[0], fresh
+
+
+# NER: the trained run's settings decide a predict-only run.
+@pytest.fixture(scope="module")
+def toy_ner(tmp_path_factory):
+  """A short run (max_seq_length 32, no document context) on the toy NER: output_dir."""
+  tmp = tmp_path_factory.mktemp("ner")
+  make_toy(tmp / "data", {"train": 12, "dev": 4})
+  task = ner.NerTask.from_data(str(tmp / "data"), max_seq_length=32, document_context=False)
+  args = runner.RunArgs(output_dir=str(tmp / "out"), bert_config_file=tiny_config(
+      tmp / "bert_config.json"), vocab_file=VOCAB, do_train=True, do_predict=True,
+      train_batch_size=16, predict_batch_size=16, learning_rates=(5e-3,), num_train_epochs=2)
+  runner.run(task, args, ONE_DEVICE)
+  return str(tmp / "out")
+
+
+def _predict(data, output_dir, task_args=None, **args):
+  """A predict-only run; the task from the data with `task_args`, else the flags' defaults
+  (max_seq_length 128, document context)."""
+  task = ner.NerTask.from_data(str(data), **(task_args or {}))
+  return runner.run(task, runner.RunArgs(output_dir=str(output_dir), do_predict=True, **args),
+                    ONE_DEVICE)
+
+
+def _run_ner(data, output_dir, *flags):
+  return subprocess.run(
+      [sys.executable, "-m", "bert_tf.run_ner", f"--data_dir={data}",
+       f"--output_dir={output_dir}", "--do_predict", *flags],
+      capture_output=True, text=True, timeout=300, env=ENV)
+
+
+def test_a_predict_only_run_takes_the_trained_runs_settings(toy_ner, tmp_path):
+  data = os.path.join(os.path.dirname(toy_ner), "data")
+  # As the original's README predicts: --init_checkpoint=$TRAINED; no --max_seq_length.
+  result = _run_ner(data, tmp_path / "new", f"--init_checkpoint={toy_ner}")
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert "max_seq_length=32, document_context=False" in result.stderr
+  assert (_read(tmp_path / "new" / "predictions.txt") ==
+          _read(os.path.join(toy_ner, "predictions.txt")))
+  # A setting the user gave that disagrees is refused, naming the flag.
+  with pytest.raises(ValueError, match=r"^--max_seq_length=128: the trained model has "
+                     rf"max_seq_length 32 \({toy_ner}/task_config.json\)"):
+    _predict(data, tmp_path / "new2", init_checkpoint=toy_ner,
+             flags_given=("max_seq_length",))
+
+
+# The settings of the trained run, given as flags (so that 4a9272d's code runs too).
+SAME = dict(max_seq_length=32, document_context=False)
+
+
+def _model_files(out) -> dict:
+  return dict(bert_config_file=os.path.join(out, "bert_config.json"),
+              vocab_file=os.path.join(out, "vocab.txt"))
+
+
+def test_a_renamed_tag_in_the_data_folder_is_named(toy_ner, tmp_path):
+  out = tmp_path / "out"
+  shutil.copytree(toy_ner, out)
+  shutil.copytree(os.path.join(os.path.dirname(toy_ner), "data"), tmp_path / "data")
+  train = tmp_path / "data" / "train.txt"
+  train.write_text(_read(train).replace("-ORG", "-AORG"))
+  with pytest.raises(ValueError, match=rf"^{train}: its tags O, B-AORG, B-LOC, .* are not the "
+                     rf"trained model's O, B-LOC, B-ORG, .*\({out}/task_config.json\)"):
+    _predict(tmp_path / "data", out, SAME, **_model_files(out))
+
+
+def test_a_head_that_no_longer_fits_is_the_last_line(toy_ner, tmp_path):
+  out = tmp_path / "out"
+  shutil.copytree(toy_ner, out)
+  shutil.copytree(os.path.join(os.path.dirname(toy_ner), "data"), tmp_path / "data")
+  train = tmp_path / "data" / "train.txt"
+  train.write_text(_read(train) + "Zorro NN O B-MISC\n\n")
+  result = _run_ner(tmp_path / "data", out, "--max_seq_length=32", "--nodocument_context",
+                    *(f"--{k}={v}" for k, v in _model_files(out).items()))
+  assert result.returncode == 1
+  assert result.stderr.strip().splitlines()[-1] == (
+      f"run_ner: error: {train} has 8 tags; the trained model has 7 ({out}/task_config.json: "
+      "O, B-LOC, B-ORG, B-PER, I-LOC, I-ORG, I-PER)")
+  # Any other model the checkpoint does not fit (a deeper --bert_config_file): the error, not
+  # TensorFlow's warning about each value left unrestored, is the last line.
+  deeper = tmp_path / "deeper.json"
+  deeper.write_text(json.dumps(dict(json.loads(_read(out / "bert_config.json")),
+                                    num_hidden_layers=3)))
+  result = _run_ner(os.path.join(os.path.dirname(toy_ner), "data"), out, "--max_seq_length=32",
+                    "--nodocument_context", f"--bert_config_file={deeper}",
+                    f"--vocab_file={out / 'vocab.txt'}")
+  assert result.returncode == 1
+  last = result.stderr.strip().splitlines()[-1]
+  assert last.startswith(f"run_ner: error: {out}/ckpt-") and "does not match" in last, last
+
+
+# Empty splits: one line naming the file.
+def test_an_empty_dev_file_is_named(toy_ner, tmp_path):
+  shutil.copytree(os.path.join(os.path.dirname(toy_ner), "data"), tmp_path / "data")
+  (tmp_path / "data" / "dev.txt").write_text("-DOCSTART- -X- -X- O\n\n")
+  with pytest.raises(DataError, match=rf"^{tmp_path}/data/dev.txt: no sentences \(the dev "
+                     r"split, for --do_eval\)"):
+    _predict(tmp_path / "data", tmp_path / "new", SAME, init_checkpoint=toy_ner, do_eval=True)
+
+
+def test_a_squad_predict_file_without_questions_is_named(tmp_path):
+  context = "The tower was built in 1889 by Gustave Eiffel."
+  train = {"version": "1.1", "data": [{"title": "t", "paragraphs": [{"context": context, "qas": [
+      {"id": "q1", "question": "Who built it?",
+       "answers": [{"text": "Gustave Eiffel", "answer_start": context.index("Gustave")}]}]}]}]}
+  empty = {"version": "1.1", "data": [{"title": "t", "paragraphs": [
+      {"context": context, "qas": []}]}]}
+  for name, data in (("train.json", train), ("empty.json", empty)):
+    (tmp_path / name).write_text(json.dumps(data))
+  task = squad.SquadTask(squad.SquadConfig(max_seq_length=32, max_query_length=8, doc_stride=8),
+                         train_file=str(tmp_path / "train.json"),
+                         predict_file=str(tmp_path / "empty.json"))
+  args = runner.RunArgs(output_dir=str(tmp_path / "out"), bert_config_file=tiny_config(
+      str(tmp_path / "c.json")), vocab_file=VOCAB, do_train=True, do_eval=True,
+      train_batch_size=1, num_train_epochs=1)
+  with pytest.raises(DataError, match=rf"^{tmp_path}/empty.json: no questions \(the predict "
+                     r"split, for --do_eval\)"):
+    runner.run(task, args, ONE_DEVICE)
+
+
+# A Hugging Face config.json as --bert_config_file.
+def test_a_hugging_face_config_json_is_a_bert_config_file(tmp_path):
+  hf = os.path.join(MINILM, "config.json")
+  args = runner.RunArgs(output_dir=str(tmp_path), bert_config_file=hf, vocab_file=VOCAB)
+  config, _ = runner.resolve_files(args, 128)
+  assert config == checkpoints.load_config(MINILM) and config.hidden_size == 384
+  # The original's schema keeps refusing typos, naming the closest key.
+  typo = tmp_path / "bert_config.json"
+  typo.write_text(json.dumps(dict(CONFIG.to_dict(), hiden_size=8)))
+  with pytest.raises(ValueError, match=r"hiden_size.*hidden_size"):
+    runner.resolve_files(runner.RunArgs(output_dir=str(tmp_path), bert_config_file=str(typo),
+                                        vocab_file=VOCAB), 16)
+
+
+# run_pretraining to a larger --num_train_steps.
+def test_pretraining_goes_on_to_a_larger_num_train_steps(tmp_path, caplog):
+  caplog.set_level(logging.INFO)
+  records = write_pretraining_records(str(tmp_path / "data.tfrecord"), 16)
+  config_file = str(tmp_path / "bert_config.json")
+  CONFIG.to_json_file(config_file)
+
+  def pretrain(**overrides):
+    args = dict(bert_config_file=config_file, input_file=records,
+                output_dir=str(tmp_path / "out"), max_seq_length=SEQ,
+                max_predictions_per_seq=PREDS, train_batch_size=8, num_train_steps=2,
+                num_warmup_steps=1, do_train=True)
+    pretraining.pretrain(pretraining.PretrainArgs(**dict(args, **overrides)), ONE_DEVICE)
+    return tf.train.latest_checkpoint(str(tmp_path / "out"))
+
+  assert pretrain().endswith("ckpt-2")
+  assert pretrain(num_train_steps=4).endswith("ckpt-4")
+  # The decay rebuilt over 4 steps: at step 2 the rate is 5e-5 * (1 - 2/4).
+  assert "num_train_steps 2 -> 4: training on from global step 2 to 4" in caplog.text
+  assert "decays linearly to 0 at step 4 (was 2): 2.5e-05 at step 2" in caplog.text
+  with pytest.raises(ValueError, match="num_train_steps 4 -> 3, but the run in --output_dir "
+                     "has reached global step 4: give at least 4"):
+    pretrain(num_train_steps=3)
+  with pytest.raises(ValueError, match=r"\(learning_rate 5e-05 -> 0.0001; num_train_steps 4 "
+                     r"-> 6\)"):
+    pretrain(num_train_steps=6, learning_rate=1e-4)
