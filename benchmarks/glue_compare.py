@@ -27,6 +27,7 @@ peer's learning-rate schedule is transformers' own (decay from the end of warmup
 --original_schedule (google-research/bert's and bert_tf's: decay from step 0).
 """
 import argparse
+import hashlib
 import json
 import os
 import subprocess
@@ -48,6 +49,41 @@ WAYS = {
 
 
 def run_once(way: str, seed: int, args) -> dict:
+  """One run's JSON line; from --results_dir when this run (way, seed, settings, the code's
+  version) is there."""
+  settings = {k: getattr(args, k) for k in ("data_dir", "task_name", "num_train_epochs",
+                                            "learning_rate", "max_seq_length",
+                                            "original_schedule")}
+  settings["code"] = _code_version()
+  key = hashlib.sha256(json.dumps([way, seed, settings], sort_keys=True).encode()).hexdigest()
+  cached = os.path.join(args.results_dir, f"{key[:16]}.json") if args.results_dir else None
+  if cached and os.path.exists(cached):
+    with open(cached) as f:
+      result = json.load(f)
+    print(f"{way} | seed {seed} | (from {cached}) {json.dumps(result)}", flush=True)
+    return result
+  result = _run(way, seed, args)
+  if cached:
+    os.makedirs(args.results_dir, exist_ok=True)
+    with open(f"{cached}.tmp", "w") as f:
+      json.dump(result, f)
+    os.replace(f"{cached}.tmp", cached)
+  return result
+
+
+def _code_version() -> str:
+  """The git trees of the code a run executes, "+changes" where the work tree differs."""
+  paths = ["bert_tf", "tfrecords", "benchmarks"]
+
+  def git(*words):
+    return subprocess.run(["git", *words], cwd=os.path.dirname(HERE), capture_output=True,
+                          text=True, check=False).stdout
+  trees = git("rev-parse", *(f"HEAD:{p}" for p in paths)).split()
+  changed = git("status", "--porcelain", "--untracked-files=no", "--", *paths).strip()
+  return ",".join(trees) + ("+changes" if changed else "")
+
+
+def _run(way: str, seed: int, args) -> dict:
   side, extra = WAYS[way]
   common = [f"--data_dir={args.data_dir}", f"--task_name={args.task_name}",
             f"--num_train_epochs={args.num_train_epochs}", f"--seed={seed}",
@@ -83,6 +119,9 @@ def main():
   parser.add_argument("--ways", default="bert_tf default,hf max_length",
                       help="Comma-separated subset of: " + ", ".join(WAYS))
   parser.add_argument("--work_dir", default="/tmp/bench_glue_compare")
+  parser.add_argument("--results_dir", help="Keep each run's result here and reuse it when "
+                      "the same run (way, seed, settings, code) is asked again: runs are "
+                      "deterministic, so an interrupted comparison goes on where it stopped.")
   args = parser.parse_args()
   ways = args.ways.split(",")
   unknown = [w for w in ways if w not in WAYS]
