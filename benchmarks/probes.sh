@@ -113,16 +113,104 @@ pretrain "$W/pt_busy" "$W/out/pretrain.tfrecord-*" --num_train_steps=2000 \
 FIRST=$!
 sleep 25
 probe second_job_same_output pretrain "$W/pt_busy" "$W/out/pretrain.tfrecord-*"
-kill "$FIRST" 2>/dev/null; wait "$FIRST" 2>/dev/null
-# Issue 30, part B: every task's files read by one reader (a UTF-8 BOM dropped, CoNLL columns
-# of any kind, SWAG rows of the header's columns and the task's endings), and no job writing
-# over its own input. Each probe's row is followed by its check: "right" when the result is the
-# correct one (the input intact, every question answered, ...), "WRONG" when not.
+kill $(pgrep -P "$FIRST") "$FIRST" 2>/dev/null; wait "$FIRST" 2>/dev/null  # The job, then its shell.
+# Issue 30, part A: runs that use a trained model, given as the original's README gives them
+# (--init_checkpoint=$TRAINED). Each probe's row is followed by its check: "right" when the
+# outcome is the correct one (a cmp against the trained run's own predictions, or the refusal
+# named and nothing written), "WRONG" when not.
 holds() {  # holds NAME WHAT COMMAND...: one row: whether the check COMMAND holds
   local name=$1 what=$2 verdict=WRONG; shift 2
   "$@" > /dev/null 2>&1 && verdict=right
   printf '| %-28s | %5s | %s |\n' "  $name: check" "$verdict" "$what"
 }
+last_is() {  # last_is NAME TEXT: the last line probe NAME printed holds TEXT
+  grep -v '^\s*$' "$W/$1.log" | grep -v 'cuInit' | tail -1 | grep -F -- "$2"
+}
+$PY - "$W" <<'EOF'
+import json, os, random, sys
+w = sys.argv[1]
+rng = random.Random(0)
+names = {"PER": [["Alice"], ["Bob", "Smith"]], "LOC": [["Paris"], ["New", "York"]],
+         "ORG": [["Acme"], ["Globex", "Corp"]]}
+filler = "the met in said on went to with and a visit from".split()
+def sentence():  # Filler words and one entity of each type, apart.
+  chunks = [[(x, "O")] for x in rng.sample(filler, 3)]
+  for kind, options in names.items():
+    name = rng.choice(options)
+    chunks.insert(rng.randrange(len(chunks) + 1),
+                  [(x, ("B-" if i == 0 else "I-") + kind) for i, x in enumerate(name)] + [
+                      (rng.choice(filler), "O")])
+  return "".join(f"{x} NN O {t}\n" for chunk in chunks for x, t in chunk) + "\n"
+os.makedirs(f"{w}/ner_data", exist_ok=True)
+for split, n in (("train", 48), ("dev", 8), ("test", 8)):
+  with open(f"{w}/ner_data/{split}.txt", "w") as f:
+    f.write("-DOCSTART- -X- -X- O\n\n" + "".join(sentence() for _ in range(n)))
+tiny = json.load(open(f"{w}/bert_config.json"))
+hf = dict(tiny, model_type="bert", _name_or_path="tiny", architectures=["BertModel"],
+          hidden_act="gelu", layer_norm_eps=1e-12, torch_dtype="float32")
+json.dump(hf, open(f"{w}/hf_config.json", "w"))
+EOF
+MODEL_FLAGS=(--bert_config_file="$W/bert_config.json" --vocab_file="$VOCAB")
+ner() {  # ner OUTPUT_DIR DATA_DIR [flags...]: run_ner with the model flags, as the README's
+  local out=$1 data=$2; shift 2
+  $BIN/run_ner --data_dir="$data" --output_dir="$out" "${MODEL_FLAGS[@]}" \
+    --max_seq_length=32 "$@"
+}
+# The trained runs' own predictions: the SST-2 model above, predicting; a NER run.
+classify "$W/cls" --learning_rate=2e-5 --do_predict > "$W/setup_cls_predict.log" 2>&1
+ner "$W/ner" "$W/ner_data" --do_train --do_predict --num_train_epochs=2 \
+  --train_batch_size=16 --learning_rate=5e-3 > "$W/setup_ner.log" 2>&1
+probe predict_init_trained_cls  $BIN/run_classifier --task_name=sst-2 --data_dir="$W/sst2" \
+  "${MODEL_FLAGS[@]}" --max_seq_length=16 --do_predict --init_checkpoint="$W/cls" \
+  --output_dir="$W/cls_pred"
+holds predict_init_trained_cls "test_results.tsv: the trained run's own" \
+  cmp "$W/cls_pred/test_results.tsv" "$W/cls/test_results.tsv"
+probe predict_init_trained_ner  ner "$W/ner_pred" "$W/ner_data" --do_predict \
+  --init_checkpoint="$W/ner"
+holds predict_init_trained_ner "predictions.txt: the trained run's own" \
+  cmp "$W/ner_pred/predictions.txt" "$W/ner/predictions.txt"
+probe predict_settings_from_run $BIN/run_ner --data_dir="$W/ner_data" --do_predict \
+  --init_checkpoint="$W/ner" --output_dir="$W/ner_pred2"
+holds predict_settings_from_run "predictions.txt: the trained run's own" \
+  cmp "$W/ner_pred2/predictions.txt" "$W/ner/predictions.txt"
+probe predict_init_hf_untrained $BIN/run_classifier --task_name=sst-2 --data_dir="$W/sst2" \
+  --do_predict --init_checkpoint="$(dirname "$VOCAB")" --output_dir="$W/cls_hf"
+holds predict_init_hf_untrained "refused (an untrained head), nothing written" \
+  bash -c "test ! -e '$W/cls_hf/test_results.tsv' &&
+  grep -o 'a Hugging Face model fills the encoder only.*' '$W/predict_init_hf_untrained.log'"
+cp -r "$W/ner_data" "$W/ner_aorg" && sed -i 's/-ORG$/-AORG/' "$W/ner_aorg/train.txt"
+cp -r "$W/ner" "$W/ner_copy"
+probe ner_renamed_tag           ner "$W/ner_copy" "$W/ner_aorg" --do_predict
+holds ner_renamed_tag "refused, naming the renamed tag; no AORG predicted" \
+  bash -c "! grep -q AORG '$W/ner_copy/predictions.txt' &&
+  grep -o 'train.txt: its tags O, B-AORG.*' '$W/ner_renamed_tag.log'"
+cp -r "$W/ner_data" "$W/ner_misc" && printf 'Zorro NN O B-MISC\n\n' >> "$W/ner_misc/train.txt"
+probe ner_gained_tag            ner "$W/ner_copy" "$W/ner_misc" --do_predict
+holds ner_gained_tag "the last line: 8 tags against the trained 7" \
+  last_is ner_gained_tag "train.txt has 8 tags; the trained model has 7"
+cp -r "$W/ner_data" "$W/ner_empty" && printf -- '-DOCSTART- -X- -X- O\n\n' > "$W/ner_empty/dev.txt"
+probe ner_empty_dev             ner "$W/ner_copy" "$W/ner_empty" --do_eval
+holds ner_empty_dev "the last line names dev.txt" \
+  last_is ner_empty_dev "dev.txt: no sentences (the dev split, for --do_eval)"
+probe hf_config_as_bert_config  pretrain "$W/pt_hf" "$W/out/pretrain.tfrecord-*" \
+  --bert_config_file="$W/hf_config.json"
+holds hf_config_as_bert_config "bert_config.json: hidden 32, gelu_exact" \
+  $PY -c "import json; c = json.load(open('$W/pt_hf/bert_config.json'))
+assert (c['hidden_size'], c['hidden_act']) == (32, 'gelu_exact'), c; print(c)"
+pretrain "$W/pt_more" "$W/out/pretrain.tfrecord-*" > "$W/setup_pt_more.log" 2>&1
+probe pretrain_more_steps       pretrain "$W/pt_more" "$W/out/pretrain.tfrecord-*" \
+  --num_train_steps=8
+holds pretrain_more_steps "ckpt-8 written; the log says num_train_steps 4 -> 8" \
+  bash -c "test -e '$W/pt_more/ckpt-8.index' &&
+  grep -o 'num_train_steps 4 -> 8.*' '$W/pretrain_more_steps.log'"
+probe pretrain_fewer_steps      pretrain "$W/pt_more" "$W/out/pretrain.tfrecord-*" \
+  --num_train_steps=6
+holds pretrain_fewer_steps "refused: at least 8" \
+  last_is pretrain_fewer_steps "has reached global step 8: give at least 8"
+# Issue 30, part B: every task's files read by one reader (a UTF-8 BOM dropped, CoNLL columns
+# of any kind, SWAG rows of the header's columns and the task's endings), and no job writing
+# over its own input. Each probe's row is followed by its check: "right" when the result is the
+# correct one (the input intact, every question answered, ...), "WRONG" when not.
 MINILM=$(dirname "$VOCAB")
 $PY - "$W/pb" <<'EOF'
 import json, os, sys

@@ -480,7 +480,8 @@ def extract(args: ExtractArgs) -> dict:
   output_lock.check_not_input([args.output_file], "--output_file", [
       ("--input_file", args.input_file), ("--vocab_file", args.vocab_file or ""),
       ("--bert_config_file", args.bert_config_file or "")])
-  config, vocab_file = runner.resolve_files(args, args.max_seq_length)
+  config, vocab_file = runner.resolve_files(args.bert_config_file, args.vocab_file,
+                                            args.init_checkpoint, args.max_seq_length)
   layer_positions(args.layers, config.num_hidden_layers)
   tokenizer = FullTokenizer(vocab_file, args.do_lower_case)
   features = convert_examples(read_examples(args.input_file), tokenizer, args.max_seq_length,

@@ -208,8 +208,7 @@ def test_init_checkpoint_hf_folder_supplies_config_vocab_and_weights(tmp_path):
   args = dict(task_name="sst-2", data_dir=str(tmp_path / "data"),
               output_dir=str(tmp_path / "out"), init_checkpoint=MINILM, max_seq_length=16,
               do_train=True, do_eval=True, num_train_epochs=0.125)  # One step.
-  config, vocab_file = runner.resolve_files(
-      runner.RunArgs(args["output_dir"], init_checkpoint=MINILM), 16)
+  config, vocab_file = runner.resolve_files(None, None, MINILM, 16)
   assert (config.hidden_size, config.num_hidden_layers, config.hidden_act) == (
       384, 6, "gelu_exact")
   assert vocab_file == os.path.join(MINILM, "vocab.txt")

@@ -51,6 +51,10 @@ def test_a_fine_tuned_init_checkpoint_predicts_with_its_head(sst2, tmp_path, cap
   assert (_read(tmp_path / "new" / "test_results.tsv") ==
           _read(os.path.join(sst2["output_dir"], "test_results.tsv")))
   assert "initialized the whole model, head included" in caplog.text
+  # At the trained model's global step, as its checkpoint says.
+  trained = tf.train.latest_checkpoint(sst2["output_dir"])
+  _, step = _tuner(dict(args, output_dir=str(tmp_path / "new2"))).restore()
+  assert step > 0 and trained.endswith(f"ckpt-{step}")
 
 
 def _as_tf1(output_dir: str, folder, head: tuple[str, str]) -> str:
@@ -249,15 +253,13 @@ def test_a_squad_predict_file_without_questions_is_named(tmp_path):
 # A Hugging Face config.json as --bert_config_file.
 def test_a_hugging_face_config_json_is_a_bert_config_file(tmp_path):
   hf = os.path.join(MINILM, "config.json")
-  args = runner.RunArgs(output_dir=str(tmp_path), bert_config_file=hf, vocab_file=VOCAB)
-  config, _ = runner.resolve_files(args, 128)
+  config, _ = runner.resolve_files(hf, VOCAB, None, 128)
   assert config == checkpoints.load_config(MINILM) and config.hidden_size == 384
   # The original's schema keeps refusing typos, naming the closest key.
   typo = tmp_path / "bert_config.json"
   typo.write_text(json.dumps(dict(CONFIG.to_dict(), hiden_size=8)))
   with pytest.raises(ValueError, match=r"hiden_size.*hidden_size"):
-    runner.resolve_files(runner.RunArgs(output_dir=str(tmp_path), bert_config_file=str(typo),
-                                        vocab_file=VOCAB), 16)
+    runner.resolve_files(str(typo), VOCAB, None, 16)
 
 
 # run_pretraining to a larger --num_train_steps.

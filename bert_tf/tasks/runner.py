@@ -115,20 +115,22 @@ def beside(checkpoint: str, name: str) -> str:
   return os.path.join(folder, name)
 
 
-def resolve_files(args: RunArgs, max_seq_length: int) -> tuple[BertConfig, str]:
+def resolve_files(bert_config_file: str | None, vocab_file: str | None,
+                  init_checkpoint: str | None, max_seq_length: int,
+                  trained_dir: str | None = None) -> tuple[BertConfig, str]:
   """(BertConfig, vocab file): from the flags, else from beside --init_checkpoint (a Hugging
   Face folder's config.json and vocab.txt, or a checkpoint's bert_config.json and vocab.txt),
-  or for a run that does not train, from --output_dir when it holds a trained model."""
-  source, flag = args.init_checkpoint, "--init_checkpoint"
-  if not args.do_train and tf.train.latest_checkpoint(args.output_dir):
-    source, flag = args.output_dir, "--output_dir"
-  if args.bert_config_file:
-    config = checkpoints.config_from_file(args.bert_config_file)
+  or from `trained_dir` (the --output_dir of a trained model that a run which does not train
+  uses) when given."""
+  source, flag = init_checkpoint, "--init_checkpoint"
+  if trained_dir:
+    source, flag = trained_dir, "--output_dir"
+  if bert_config_file:
+    config = checkpoints.config_from_file(bert_config_file)
   elif source:
     config = checkpoints.load_config(source)
   else:
     raise ValueError("--bert_config_file is required (or an --init_checkpoint with its config)")
-  vocab_file = args.vocab_file
   if not vocab_file and source:
     vocab_file = beside(source, "vocab.txt")
     if not tf.io.gfile.exists(vocab_file):
@@ -291,7 +293,11 @@ class Runner:
       trained = trained_task_config(args)
       if trained:
         take_trained_settings(task, *trained, args.flags_given)
-    self.bert_config, vocab_file = resolve_files(args, task.config.max_seq_length)
+    trained_dir = (args.output_dir if not args.do_train and
+                   tf.train.latest_checkpoint(args.output_dir) else None)
+    self.bert_config, vocab_file = resolve_files(
+        args.bert_config_file, args.vocab_file, args.init_checkpoint,
+        task.config.max_seq_length, trained_dir)
     self.tokenizer = FullTokenizer(vocab_file, task.config.do_lower_case)
     if len(self.tokenizer.vocab) > self.bert_config.vocab_size:
       raise ValueError(f"{vocab_file} has {len(self.tokenizer.vocab)} tokens, but the bert "
@@ -303,7 +309,7 @@ class Runner:
     self._predictions = {}  # split -> (examples, predictions): a split both scored and written.
     self.vocab_file = vocab_file
     self.init_head = self._init_head() if args.init_checkpoint else None
-    if not args.do_train and not tf.train.latest_checkpoint(args.output_dir):
+    if not args.do_train and not trained_dir:
       if not args.init_checkpoint:
         raise FileNotFoundError(f"no checkpoint in {args.output_dir} and no "
                                 "--init_checkpoint: nothing to evaluate or predict with")
@@ -405,21 +411,22 @@ class Runner:
         return "encoder", f"{source}: {field} {theirs!r}, this run's {ours!r}"
     return "model", source
 
-  def init_fn(self, model: tf_keras.Model) -> None:
+  def init_fn(self, model: tf_keras.Model) -> int:
     """Loads --init_checkpoint: the whole model, head included, when it is a fine-tuned model
     of this task (its task_config.json has the same kind and labels, in the same order) or
     google-research/bert's fine-tuned checkpoint of this task's head (run_classifier's
     output_weights, run_squad's cls/squad/output_*); else only the encoder, the task's head
-    freshly drawn, and a log line names why (see `_init_head`)."""
+    freshly drawn, and a log line names why (see `_init_head`). Returns the global step of
+    the model restored whole, else 0."""
     path = self.args.init_checkpoint
     if not path:
-      return
+      return 0
     how, why = self.init_head
     if how == "model":
-      restore(model, checkpoints.resolve(path)[1])
+      step = restore(model, checkpoints.resolve(path)[1])
       logging.info("initialized the whole model, head included, from %s (%s: the same task "
                    "and labels)", path, why)
-      return
+      return step
     checkpoints.load_into_encoder(model.checkpoint_items["encoder"], path)
     if how == "tf1":
       kernel, bias = head_variables(model)
@@ -430,11 +437,12 @@ class Runner:
           raise
         logging.info("initialized the encoder from %s; the %s head is drawn fresh: %s", path,
                      self.task.config.kind, e)
-        return
+        return 0
       logging.info("initialized the encoder and the head (%s) from %s", why, path)
-      return
+      return 0
     logging.info("initialized the encoder from %s; the %s head is drawn fresh: %s", path,
                  self.task.config.kind, why)
+    return 0
 
   def train(self, records: SplitRecords, learning_rate: float, seed: int,
             run_dir: str) -> tuple[tf_keras.Model, dict]:
@@ -481,8 +489,7 @@ class Runner:
     if not self.args.init_checkpoint:
       raise FileNotFoundError(f"no checkpoint in {self.args.output_dir} and no "
                               "--init_checkpoint: nothing to evaluate or predict with")
-    self.init_fn(model)
-    return model, 0
+    return model, self.init_fn(model)
 
   def predict(self, model: tf_keras.Model, records: SplitRecords, batch_size: int):
     """The task's per-example predictions for a split: the model over its records (each global
