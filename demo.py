@@ -105,7 +105,7 @@ def classify_in_fresh_process(export_dir: str, sentences: list[str]) -> None:
 
 def write_small_config(vocab: str, path: str) -> None:
   """A 2-layer, H=128 BERT (Google's smallest "small BERT") sized to the learned vocab."""
-  from bert_tf.configs import preset
+  from bert_tf.modeling.configs import preset
   with open(vocab, encoding="utf-8") as f:
     vocab_size = sum(1 for _ in f)
   preset("small_bert_L2_H128", vocab_size=vocab_size,
@@ -116,8 +116,8 @@ def predict_masked_words(model_dir: str, config_file: str, vocab: str, sentence:
                          word: str) -> None:
   """Masks every piece of `word` in `sentence` and prints the pretrained model's top guesses."""
   import numpy as np
-  from bert_tf import checkpoints
-  from bert_tf.configs import BertConfig
+  from bert_tf.modeling import checkpoints
+  from bert_tf.modeling.configs import BertConfig
   from bert_tf.modeling.pretrainer import build_pretrainer
   from bert_tf.tokenization import FullTokenizer
   tok = FullTokenizer(vocab, do_lower_case=True)
@@ -167,7 +167,7 @@ def main() -> None:
   config = os.path.join(OUT, "bert_config.json")
   write_small_config(vocab, config)
   pretrained = os.path.join(OUT, "pretrained")
-  run("bert_tf.run_pretraining", bert_config_file=config, input_file=records_glob,
+  run("bert_tf.scripts.run_pretraining", bert_config_file=config, input_file=records_glob,
       output_dir=pretrained, do_train=True, do_eval=True, train_batch_size=32,
       max_seq_length=SEQ_LEN, max_predictions_per_seq=MAX_PREDICTIONS, learning_rate=2e-3,
       num_train_steps=PRETRAIN_STEPS, num_warmup_steps=100, iterations_per_loop=100,
@@ -184,7 +184,7 @@ def main() -> None:
   common = dict(task_name="generic", data_dir=task_dir, do_train=True, do_eval=True,
                 max_seq_length=SEQ_LEN, train_batch_size=32, iterations_per_loop=70)
   print("\nFrom the small BERT pretrained above (minutes of pretraining on a small corpus):")
-  run("bert_tf.run_classifier", **common, vocab_file=vocab, bert_config_file=config,
+  run("bert_tf.scripts.run_classifier", **common, vocab_file=vocab, bert_config_file=config,
       init_checkpoint=pretrained, output_dir=os.path.join(OUT, "classifier_small"),
       learning_rate=2e-4, num_train_epochs=5)
   small_accuracy = eval_accuracy(os.path.join(OUT, "classifier_small"))
@@ -193,7 +193,7 @@ def main() -> None:
   print("\nFrom real pretrained weights (all-MiniLM-L6-v2: 6 layers, H=384, a Hugging Face "
         "folder;\nits config.json and vocab.txt come with it), exported for TF Serving:")
   export_dir = os.path.join(OUT, "export")
-  run("bert_tf.run_classifier", **common, init_checkpoint=minilm,
+  run("bert_tf.scripts.run_classifier", **common, init_checkpoint=minilm,
       output_dir=os.path.join(OUT, "classifier"), learning_rate=5e-5, num_train_epochs=2,
       export_dir=export_dir)
   print(f"\ndev accuracy: {small_accuracy:.1%} from the small BERT pretrained here, "

@@ -22,7 +22,7 @@ create_pretraining_data to each round (e.g. an earlier commit, for a before/afte
 
 --startup_only measures start-up alone: the main process's phases one at a time, in a fresh
 process each round (python and the flags, starting the workers, importing TensorFlow, the
-rest of the imports, building the tokenizer, its first call, bert_tf.cli, the workers ready,
+rest of the imports, building the tokenizer, its first call, bert_tf.scripts.cli, the workers ready,
 the first chunk tokenized and made into records by a worker), then the CLI end to end on
 one document (start-up and a trivial job), alternated with the original (and the baseline).
 
@@ -287,7 +287,8 @@ workers = step("workers started and ready (overlapped in the CLI)", start_worker
 step("import tensorflow (tf_keras with it)", lambda: importlib.import_module("tensorflow"))
 step("import tensorflow_text", lambda: importlib.import_module("tensorflow_text"))
 step("the job's other modules", lambda: [importlib.import_module(m) for m in (
-    "bert_tf.tokenization", "bert_tf.output_lock", "data_gen.pipeline", "tfrecords.datasets")])
+    "bert_tf.tokenization", "bert_tf.common.output_lock", "data_gen.pipeline",
+    "tfrecords.datasets")])
 from bert_tf import tokenization
 from data_gen import documents, masking
 from data_gen.config import PretrainingDataConfig
@@ -302,8 +303,8 @@ config = PretrainingDataConfig(**settings["config"])
 step("first chunk's records (in a worker)", lambda: workers.submit(
     instances.chunk_records, chunk, 0, config, masking.VocabInfo.from_tokenizer(tokenizer),
     settings["scratch"]).result())
-step("bert_tf.cli (imported only to report an error now)",
-     lambda: importlib.import_module("bert_tf.cli"))
+step("bert_tf.scripts.cli (imported only to report an error now)",
+     lambda: importlib.import_module("bert_tf.scripts.cli"))
 workers.shutdown()
 print(json.dumps(phases))
 """

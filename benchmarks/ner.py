@@ -39,9 +39,9 @@ import replay  # benchmarks/replay.py: the paired replay and its flags.
 from seqeval.metrics import f1_score
 import tensorflow as tf
 
-from bert_tf import distribute
 from bert_tf.tasks import ner
 from bert_tf.tasks import runner
+from bert_tf.training import distribute
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("data_dir", "../shared/data/conll2003", "train.txt, dev.txt, test.txt.")

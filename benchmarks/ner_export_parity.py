@@ -16,7 +16,6 @@ tokenizer splits ("U.S.": one word to the task, several to the signature) and ho
 those agree. A few that differ are printed after it.
 """
 import json
-import os
 import tempfile
 
 from absl import app

@@ -40,14 +40,14 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
-from bert_tf import checkpoints
-from bert_tf import distribute
-from bert_tf import optimization
-from bert_tf import training
-from bert_tf.feature_extraction import FeatureExtractor, layer_positions, load_extractor
+from bert_tf.modeling import checkpoints
+from bert_tf.modeling.feature_extractor import FeatureExtractor, layer_positions, load_extractor
 from bert_tf.tasks import ner
 from bert_tf.tasks import runner
 from bert_tf.tokenization import FullTokenizer
+from bert_tf.training import distribute
+from bert_tf.training import loop
+from bert_tf.training import optimization
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("rows", [*ner.FEATURE_BASED, "fine_tuning"], "The rows to run: "
@@ -145,9 +145,9 @@ def train_cached(row: str, task: ner.NerTask, bert_config, train: Cache, dev: Ca
 
   tf_keras.utils.set_random_seed(FLAGS.seed)
   start = time.time()
-  training.train(distribute.get_strategy("one_device"), model_fn,
-                 lambda: optimization.create_optimizer(FLAGS.feature_learning_rate, steps,
-                                                       int(0.1 * steps)),
+  loop.train(distribute.get_strategy("one_device"), model_fn,
+             lambda: optimization.create_optimizer(FLAGS.feature_learning_rate, steps,
+                                                   int(0.1 * steps)),
                  task.loss, lambda ctx: train.dataset(FLAGS.train_batch_size, FLAGS.seed),
                  run_dir, steps, steps_per_loop=FLAGS.iterations_per_loop,
                  save_checkpoints_steps=10**9)

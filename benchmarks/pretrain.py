@@ -7,9 +7,9 @@ batch, optimizer (`optimization.create_optimizer`), precision and XLA setting:
           --save_checkpoints_steps=1000, so none inside a short timed loop; set it to --steps
           to time one per loop). Timed between the summaries of its two loops (their wall
           times in the event file), so everything the loop does between them counts.
-  loop    our BertPretrainer through `training.train` (its examples_per_second: the loop's
+  loop    our BertPretrainer through `loop.train` (its examples_per_second: the loop's
           tf.function call only).
-  garden  the Model Garden's BertPretrainerV2 through `training.train`.
+  garden  the Model Garden's BertPretrainerV2 through `loop.train`.
   bare    the Model Garden's own minimal loop: BertPretrainerV2 (over BertEncoderV2, with a
           next-sentence ClassificationHead) and one bare tf.function step per batch: forward,
           its own loss (`model_garden_loss`), gradients, optimizer.apply_gradients; nothing
@@ -62,14 +62,19 @@ from official.nlp.modeling import models as tfm_models
 from official.nlp.modeling import networks as tfm_networks
 from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
-from bert_tf import configs, distribute, dynamic_masking, optimization, pretraining, training
+from bert_tf.modeling import configs
 from bert_tf.modeling import encoder as encoder_lib
 from bert_tf.modeling import pretrainer
+from bert_tf.training import distribute
+from bert_tf.training import dynamic_masking
+from bert_tf.training import loop
+from bert_tf.training import optimization
+from bert_tf.training import pretraining
 from tfrecords import datasets, schema, writer
 
 SIDES = ("entry", "loop", "garden", "bare")
 
-flags.DEFINE_string("preset", "small_bert_L4_H256", "A bert_tf.configs preset.")
+flags.DEFINE_string("preset", "small_bert_L4_H256", "A bert_tf.modeling.configs preset.")
 flags.DEFINE_string("bert_config_file", None, "A bert_config.json (instead of --preset).")
 flags.DEFINE_string("input_file", None, "Pretraining records; random ones when unset.")
 flags.DEFINE_integer("batch_size", 32, "Global batch size.")
@@ -79,7 +84,7 @@ flags.DEFINE_integer("steps", 20, "Timed steps per side (after as many untimed o
 flags.DEFINE_list("sides", ["entry", "bare"], f"Which of {SIDES} to run.")
 flags.DEFINE_integer("save_checkpoints_steps", 1000, "The entry side's checkpoint interval "
                      "(run_pretraining's default); --steps times a checkpoint in every loop.")
-flags.DEFINE_enum("mixed_precision", "none", list(training.PRECISIONS), "Compute dtype.")
+flags.DEFINE_enum("mixed_precision", "none", list(loop.PRECISIONS), "Compute dtype.")
 flags.DEFINE_bool("jit_compile", False, "XLA-compile the forward and backward pass.")
 flags.DEFINE_enum("distribution_strategy", "auto", list(distribute.STRATEGIES), "Strategy.")
 flags.DEFINE_integer("matmul_size", 4096, "Side of the square matmul that measures the peak.")
@@ -224,9 +229,9 @@ def pipeline_batches_per_second(dataset: tf.data.Dataset, num_batches: int = 200
 
 
 def loop_sequences_per_second(strategy, model_fn, dataset_fn) -> float:
-  """`training.train` for 2 x --steps steps; the second loop of --steps is the timed one."""
+  """`loop.train` for 2 x --steps steps; the second loop of --steps is the timed one."""
   with tempfile.TemporaryDirectory() as output_dir:
-    results = training.train(
+    results = loop.train(
         strategy, model_fn, lambda: create_optimizer(10 * FLAGS.steps),
         pretrainer.pretraining_loss, dataset_fn, output_dir, 2 * FLAGS.steps,
         steps_per_loop=FLAGS.steps, save_checkpoints_steps=10 * FLAGS.steps,
@@ -499,7 +504,7 @@ def main(argv):
   config = (configs.BertConfig.from_json_file(FLAGS.bert_config_file) if FLAGS.bert_config_file
             else configs.preset(FLAGS.preset))
   strategy = distribute.get_strategy(FLAGS.distribution_strategy)
-  training.set_mixed_precision(FLAGS.mixed_precision)
+  loop.set_mixed_precision(FLAGS.mixed_precision)
   if FLAGS.profile_steps:
     with tempfile.TemporaryDirectory() as tmp:
       print_profile(config, FLAGS.input_file or random_records(tmp, config, 4 * FLAGS.batch_size))

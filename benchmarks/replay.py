@@ -19,9 +19,9 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
-from bert_tf import optimization
-from bert_tf import training
 from bert_tf.tasks import runner
+from bert_tf.training import loop
+from bert_tf.training import optimization
 
 
 def define_flags() -> None:
@@ -76,7 +76,7 @@ def replay(run: runner.Runner, head: Callable[[tf_keras.Model], tf_keras.layers.
         lambda: iter(batches), output_signature=tf.nest.map_structure(
             lambda v: tf.TensorSpec([None] * v.ndim, v.dtype), batches[0]))
 
-  training.train(
+  loop.train(
       run.strategy, lambda: task.build_model(bert_config),
       lambda: optimization.create_optimizer(learning_rate, total_steps, int(total_steps * 0.1)),
       task.loss, dataset_fn, args.output_dir, num_steps, steps_per_loop=1,

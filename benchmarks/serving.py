@@ -23,8 +23,8 @@ import tensorflow_text  # noqa: F401 (registers the tokenizer's ops)
 
 from bert_tf.tasks import classification
 from bert_tf.tasks import glue
-from bert_tf.tokenization import FullTokenizer
 from bert_tf.tasks import runner
+from bert_tf.tokenization import FullTokenizer
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("saved_model", None, "An exported version folder, e.g. /tmp/serving/1.")

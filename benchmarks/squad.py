@@ -20,7 +20,7 @@ Prints one JSON line: training questions and features, steps, training wall time
 checkpoint load and tracing included, as the runner reports it), training features/s, and the
 dev scores (v1.1: exact_match, f1; v2.0: exact, f1, best_exact, best_f1, ...).
 
---time_steps=N: instead, the steady-state training step (`training.train` on the first batch
+--time_steps=N: instead, the steady-state training step (`loop.train` on the first batch
 of the training records, repeated): N steps to trace and warm up, then N timed; prints ms per
 step. The peer is `hf_squad_peer.py --time_steps=N`.
 
@@ -41,11 +41,11 @@ import bert_tf  # noqa: F401  (before TensorFlow: its process defaults, oneDNN o
 import replay  # benchmarks/replay.py: the paired replay and its flags.
 import tensorflow as tf
 
-from bert_tf import distribute
-from bert_tf import optimization
-from bert_tf import training
 from bert_tf.tasks import runner
 from bert_tf.tasks import squad
+from bert_tf.training import distribute
+from bert_tf.training import loop
+from bert_tf.training import optimization
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("train_file", "/tmp/squad_bench/train-v1.1.json", "SQuAD training JSON.")
@@ -94,7 +94,7 @@ def time_steps(strategy: tf.distribute.Strategy) -> None:
     run = runner.Runner(task, run_args(output_dir), strategy)
     [records] = run.write_records("train", FLAGS.train_batch_size)
     batch = next(iter(run.dataset(records, FLAGS.train_batch_size, True, FLAGS.seed)))
-    results = training.train(
+    results = loop.train(
         strategy, lambda: task.build_model(run.bert_config),
         lambda: optimization.create_optimizer(FLAGS.learning_rate, steps, steps // 10),
         task.loss, lambda ctx: tf.data.Dataset.from_tensors(batch).repeat(),

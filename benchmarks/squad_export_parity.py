@@ -19,7 +19,7 @@ from absl import flags
 import bert_tf  # noqa: F401  (before TensorFlow: its process defaults, oneDNN on, apply)
 import tensorflow as tf
 
-from bert_tf import squad_eval
+from bert_tf.tasks import squad_eval
 from export import saved_model
 
 FLAGS = flags.FLAGS

@@ -25,7 +25,7 @@ import bert_tf  # noqa: F401  (before TensorFlow: its process defaults, oneDNN o
 import tensorflow as tf
 from official.nlp.modeling.models import BertSpanLabeler
 
-from bert_tf import checkpoints
+from bert_tf.modeling import checkpoints
 from bert_tf.modeling.encoder import build_encoder
 from bert_tf.tasks.squad_serving import QuestionAnswerer
 from bert_tf.tokenization import FullTokenizer

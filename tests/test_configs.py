@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from bert_tf.configs import PRESETS, BertConfig, preset
+from bert_tf.modeling.configs import PRESETS, BertConfig, preset
 
 # google-research/bert's uncased_L-12_H-768_A-12/bert_config.json, verbatim.
 BERT_BASE_JSON = {

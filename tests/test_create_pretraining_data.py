@@ -595,7 +595,7 @@ def test_cli_writes_shards_stats_and_a_summary(corpus, tmp_path):
 
 
 def test_a_run_loads_neither_the_trainer_nor_the_model_garden(corpus, tmp_path):
-  """bert_tf.cli, which imports the trainer and the Model Garden (~0.5 s of start-up), is
+  """bert_tf.scripts.cli, which imports the trainer and the Model Garden (~0.5 s of start-up), is
   imported only to report a user's error (the other tests here check those lines)."""
   small = tmp_path / "small.txt"
   small.write_text("\n".join(corpus[1][0]), encoding="utf-8")
@@ -605,7 +605,7 @@ def test_a_run_loads_neither_the_trainer_nor_the_model_garden(corpus, tmp_path):
   assert result.returncode == 0, result.stderr[-3000:]
   imported = set(re.findall(r"^import time:.*\| +([\w.]+)$", result.stderr, re.MULTILINE))
   assert {"tensorflow", "bert_tf.tokenization", "data_gen.pipeline"} <= imported
-  assert not imported & {"bert_tf.cli", "bert_tf.training", "official"}
+  assert not imported & {"bert_tf.scripts.cli", "bert_tf.training.loop", "official"}
 
 
 def test_shards_of_another_count_are_refused_not_mixed(corpus, tmp_path):

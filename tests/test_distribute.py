@@ -13,7 +13,7 @@ import sys
 import pytest
 import tensorflow as tf
 
-from bert_tf import distribute
+from bert_tf.training import distribute
 from test_training import (CONFIG, PREDS, SEQ, assert_same_values, checkpoint_steps,
                            checkpoint_values, train_tiny, write_init_checkpoint,
                            write_pretraining_records)
@@ -80,7 +80,8 @@ def test_multi_worker_mirrored_two_processes_train_and_checkpoint(tmp_path):
                TF_CONFIG=json.dumps({"cluster": cluster,
                                      "task": {"type": "worker", "index": index}}))
     procs.append(subprocess.Popen(
-        [sys.executable, "-m", "bert_tf.run_pretraining", f"--bert_config_file={config_file}",
+        [sys.executable, "-m", "bert_tf.scripts.run_pretraining",
+         f"--bert_config_file={config_file}",
          f"--input_file={records}", f"--output_dir={output_dir}", f"--max_seq_length={SEQ}",
          f"--max_predictions_per_seq={PREDS}", "--do_train", "--do_eval",
          "--train_batch_size=8", "--eval_batch_size=8", "--num_train_steps=4",

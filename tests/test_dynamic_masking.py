@@ -1,5 +1,6 @@
-"""Dynamic masking (`bert_tf.dynamic_masking`): the offline masker's statistics on real text,
-new masks each epoch, the same masks after a resume, and the records' kind checked."""
+"""Dynamic masking (`bert_tf.training.dynamic_masking`): the offline masker's statistics on
+real text, new masks each epoch, the same masks after a resume, and the records' kind
+checked."""
 import os
 import shutil
 import subprocess
@@ -10,7 +11,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import dynamic_masking, tokenization
+from bert_tf import tokenization
+from bert_tf.training import dynamic_masking
 from data_gen import pipeline, sample_corpus
 from data_gen.config import PretrainingDataConfig
 from test_training import (CONFIG, PREDS, SEQ, VOCAB, assert_same_values, checkpoint_values,
@@ -135,7 +137,7 @@ def write_unmasked_records(path: str, num_records: int) -> str:
 
 
 def run_pretraining(*args: str) -> subprocess.CompletedProcess:
-  return subprocess.run([sys.executable, "-m", "bert_tf.run_pretraining", *args],
+  return subprocess.run([sys.executable, "-m", "bert_tf.scripts.run_pretraining", *args],
                         capture_output=True, text=True, timeout=300, env=ENV)
 
 

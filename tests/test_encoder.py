@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
-from bert_tf.configs import BertConfig
+from bert_tf.modeling.configs import BertConfig
 from bert_tf.modeling.encoder import MultiHeadAttention, activation, build_encoder
 
 CONFIG = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,

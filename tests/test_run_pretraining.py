@@ -10,7 +10,9 @@ import shutil
 
 import pytest
 
-from bert_tf import distribute, output_lock, pretraining
+from bert_tf.common import output_lock
+from bert_tf.training import distribute
+from bert_tf.training import pretraining
 from test_training import (CONFIG, PREDS, SEQ, assert_same_values, checkpoint_steps,
                            checkpoint_values, write_init_checkpoint, write_pretraining_records)
 from tfrecords import datasets
@@ -19,7 +21,7 @@ ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
 
 
 def run_pretraining(*args: str) -> subprocess.CompletedProcess:
-  return subprocess.run([sys.executable, "-m", "bert_tf.run_pretraining", *args],
+  return subprocess.run([sys.executable, "-m", "bert_tf.scripts.run_pretraining", *args],
                         capture_output=True, text=True, timeout=300, env=ENV)
 
 

@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import distribute, output_lock
+from bert_tf.common import output_lock
 from bert_tf.tasks import runner
 from bert_tf.tasks.classification import ClassificationTask
+from bert_tf.training import distribute
 from export import saved_model
 from test_run_classifier import VOCAB, make_sst2, tiny_config, toy_args
 

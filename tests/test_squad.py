@@ -13,9 +13,9 @@ import tensorflow as tf
 from official.nlp.data import squad_lib
 from official.nlp.tools import tokenization as official_tokenization
 
-from bert_tf.configs import BertConfig
+from bert_tf.common.errors import DataError
+from bert_tf.modeling.configs import BertConfig
 from bert_tf.tasks import squad
-from bert_tf.tasks.task import DataError
 from bert_tf.tokenization import FullTokenizer
 from tfrecords import schema, writer
 

@@ -1,4 +1,4 @@
-"""bert_tf.squad_eval: the official SQuAD v1.1 / v2.0 scores, checked against the Model
+"""bert_tf.tasks.squad_eval: the official SQuAD v1.1 / v2.0 scores, checked against the Model
 Garden's copies of the official functions and by hand."""
 import json
 import os
@@ -11,7 +11,8 @@ import tensorflow as tf
 from official.nlp.tools import squad_evaluate_v1_1 as official_v1
 from official.nlp.tools import squad_evaluate_v2_0 as official_v2
 
-from bert_tf import squad_eval
+from bert_tf.scripts import squad_evaluate
+from bert_tf.tasks import squad_eval
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -251,20 +252,20 @@ def test_main(tmp_path, capsys):
   dataset, predictions = _v1_fixture()
   data = _write_json(tmp_path / "dev-v1.1.json", {"version": "1.1", "data": dataset})
   preds = _write_json(tmp_path / "predictions.json", predictions)
-  assert squad_eval.main([data, preds]) == 0
+  assert squad_evaluate.main([data, preds]) == 0
   assert json.loads(capsys.readouterr().out) == squad_eval.evaluate_v1(dataset, predictions)
 
   dataset, predictions, na_probs = _v2_fixture()
   data = _write_json(tmp_path / "dev-v2.0.json", {"version": "v2.0", "data": dataset})
   preds = _write_json(tmp_path / "predictions.json", predictions)
   # v2.0 from the data's is_impossible keys; the official script's dashed flag.
-  assert squad_eval.main([data, preds, "--na-prob-thresh", "0.5"]) == 0
+  assert squad_evaluate.main([data, preds, "--na-prob-thresh", "0.5"]) == 0
   assert (json.loads(capsys.readouterr().out)
           == squad_eval.evaluate_v2(dataset, predictions, None, 0.5))
 
   del na_probs["a2"]
   odds = _write_json(tmp_path / "null_odds.json", na_probs)
-  assert squad_eval.main([data, preds, "--na_prob_file", odds]) == 2
+  assert squad_evaluate.main([data, preds, "--na_prob_file", odds]) == 2
   err = capsys.readouterr().err
   assert err == (f"squad_evaluate: error: {odds}: question a2 has a prediction but no "
                  f"no-answer probability\n")
@@ -272,8 +273,8 @@ def test_main(tmp_path, capsys):
 
 def _squad_evaluate(*args):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-  return subprocess.run([sys.executable, "-m", "bert_tf.squad_eval", *args], cwd=ROOT,
-                        env=env, capture_output=True, text=True)
+  return subprocess.run([sys.executable, "-m", "bert_tf.scripts.squad_evaluate", *args],
+                        cwd=ROOT, env=env, capture_output=True, text=True)
 
 
 def test_command_line(tmp_path):

@@ -21,7 +21,7 @@ from official.nlp.data import squad_lib
 from official.nlp.modeling.models import BertSpanLabeler
 from official.nlp.tools import tokenization as reference_tokenization
 
-from bert_tf.configs import BertConfig
+from bert_tf.modeling.configs import BertConfig
 from bert_tf.modeling.encoder import build_encoder
 from bert_tf.tasks.squad_serving import QuestionAnswerer
 from bert_tf.tokenization import FullTokenizer

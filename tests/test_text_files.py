@@ -6,10 +6,11 @@ import logging
 
 import pytest
 
-from bert_tf import feature_extraction as fe
-from bert_tf import squad_eval
-from bert_tf.tasks import DataError, glue, ner, squad
+from bert_tf.common.errors import DataError
+from bert_tf.tasks import feature_extraction as fe
+from bert_tf.tasks import glue, ner, squad
 from bert_tf.tasks import multiple_choice as mc
+from bert_tf.tasks import squad_eval
 
 BOM = "\ufeff"
 SQUAD = {"version": "1.1", "data": [{"title": "t", "paragraphs": [

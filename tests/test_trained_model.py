@@ -14,9 +14,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import checkpoints, distribute, pretraining
-from bert_tf.tasks import DataError, ner, runner, squad
+from bert_tf.common.errors import DataError
+from bert_tf.modeling import checkpoints
+from bert_tf.tasks import ner, runner, squad
 from bert_tf.tasks.classification import ClassificationTask
+from bert_tf.training import distribute
+from bert_tf.training import pretraining
 from test_ner import make_toy
 from test_run_classifier import MINILM, VOCAB, _tuner, make_sst2, make_stsb, toy_args
 from test_run_classifier import tiny_config
@@ -156,7 +159,7 @@ def _predict(data, output_dir, task_args=None, **args):
 
 def _run_ner(data, output_dir, *flags):
   return subprocess.run(
-      [sys.executable, "-m", "bert_tf.run_ner", f"--data_dir={data}",
+      [sys.executable, "-m", "bert_tf.scripts.run_ner", f"--data_dir={data}",
        f"--output_dir={output_dir}", "--do_predict", *flags],
       capture_output=True, text=True, timeout=300, env=ENV)
 
@@ -253,13 +256,13 @@ def test_a_squad_predict_file_without_questions_is_named(tmp_path):
 # A Hugging Face config.json as --bert_config_file.
 def test_a_hugging_face_config_json_is_a_bert_config_file(tmp_path):
   hf = os.path.join(MINILM, "config.json")
-  config, _ = runner.resolve_files(hf, VOCAB, None, 128)
+  config, _ = checkpoints.resolve_files(hf, VOCAB, None, 128)
   assert config == checkpoints.load_config(MINILM) and config.hidden_size == 384
   # The original's schema keeps refusing typos, naming the closest key.
   typo = tmp_path / "bert_config.json"
   typo.write_text(json.dumps(dict(CONFIG.to_dict(), hiden_size=8)))
   with pytest.raises(ValueError, match=r"hiden_size.*hidden_size"):
-    runner.resolve_files(str(typo), VOCAB, None, 16)
+    checkpoints.resolve_files(str(typo), VOCAB, None, 16)
 
 
 # run_pretraining to a larger --num_train_steps.

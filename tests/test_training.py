@@ -14,8 +14,13 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
-from bert_tf import checkpoints, cli, configs, distribute, optimization, training
+from bert_tf.modeling import checkpoints
+from bert_tf.modeling import configs
 from bert_tf.modeling import pretrainer
+from bert_tf.scripts import cli
+from bert_tf.training import distribute
+from bert_tf.training import loop
+from bert_tf.training import optimization
 from tfrecords import datasets, schema, writer
 
 SEQ, PREDS, VOCAB, BATCH = 32, 5, 100, 8
@@ -60,7 +65,7 @@ def train_tiny(strategy, records: str, init_prefix: str, output_dir: str, num_tr
   def seeded_dataset(ctx):
     return datasets.pretraining_dataset(records, SEQ, PREDS, BATCH, is_training=True,
                                         input_context=ctx, seed=1)
-  return training.train(
+  return loop.train(
       strategy, lambda: pretrainer.build_pretrainer(CONFIG, SEQ, PREDS),
       lambda: optimization.create_optimizer(1e-3, TOTAL_STEPS, 2, loss_scaling=loss_scaling),
       pretrainer.pretraining_loss, dataset_fn or seeded_dataset, output_dir, num_train_steps,
@@ -137,14 +142,14 @@ def test_the_training_loop_and_its_step_are_traced_once(runs, tmp_path, monkeypa
   create the variables, once to run); the metrics' names come from the step's own trace,
   which the loop reuses: each trace of a real model is seconds of start-up."""
   made = []
-  make_loop = training._loop_fn
-  monkeypatch.setattr(training, "_loop_fn",
+  make_loop = loop._loop_fn
+  monkeypatch.setattr(loop, "_loop_fn",
                       lambda strategy, step: made.append((make_loop(strategy, step), step))
                       or made[-1][0])
   train_tiny(distribute.get_strategy("one_device"), runs["records"], runs["init"],
              str(tmp_path), 4)
-  [(loop, step)] = made
-  assert loop.experimental_get_tracing_count() == 1
+  [(loop_fn, step)] = made
+  assert loop_fn.experimental_get_tracing_count() == 1
   assert step.gradients.experimental_get_tracing_count() == 1
   assert sorted(step.metrics.means) == ["loss", "masked_lm_accuracy", "masked_lm_loss",
                                         "next_sentence_accuracy", "next_sentence_loss"]
@@ -162,12 +167,12 @@ def test_xla_compiled_step_matches_the_plain_one(runs, tmp_path):
 
 def test_float16_with_loss_scaling_trains_close_to_float32(runs, tmp_path):
   strategy = distribute.get_strategy("one_device")
-  training.set_mixed_precision("fp16")
+  loop.set_mixed_precision("fp16")
   try:
     results = train_tiny(strategy, runs["records"], runs["init"], str(tmp_path), 4,
                          loss_scaling=True)
   finally:
-    training.set_mixed_precision("none")
+    loop.set_mixed_precision("none")
   assert results["loss"] == pytest.approx(runs["half"]["loss"], rel=2e-3)
   values = checkpoint_values(str(tmp_path / "ckpt-4"))
   assert "optimizer/loss_scale/current_loss_scale/.ATTRIBUTES/VARIABLE_VALUE" in values
@@ -199,11 +204,11 @@ def test_nan_weights_under_a_finite_loss_are_not_saved(tmp_path, runs):
         features, dict(outputs, nsp_logits=nan_gradient(outputs["nsp_logits"])))
   strategy = distribute.get_strategy("one_device")
   with pytest.raises(FloatingPointError, match="weights are not finite at global step 1"):
-    training.train(strategy, lambda: pretrainer.build_pretrainer(CONFIG, SEQ, PREDS),
-                   lambda: optimization.create_optimizer(1e-3, TOTAL_STEPS, 0),
-                   nan_gradient_loss,
-                   lambda ctx: datasets.pretraining_dataset(runs["records"], SEQ, PREDS, BATCH,
-                                                            True, ctx),
+    loop.train(strategy, lambda: pretrainer.build_pretrainer(CONFIG, SEQ, PREDS),
+               lambda: optimization.create_optimizer(1e-3, TOTAL_STEPS, 0),
+               nan_gradient_loss,
+               lambda ctx: datasets.pretraining_dataset(runs["records"], SEQ, PREDS, BATCH,
+                                                        True, ctx),
                    str(tmp_path), TOTAL_STEPS, steps_per_loop=1, save_checkpoints_steps=1)
   assert checkpoint_steps(tmp_path) == []
 
@@ -214,8 +219,8 @@ def test_evaluate_reports_the_checkpoint_loss_and_step(runs):
                                         input_context=ctx)
   strategy = distribute.get_strategy("one_device")
   output_dir = str(runs["dir"] / "full")
-  results = training.evaluate(strategy, lambda: pretrainer.build_pretrainer(CONFIG, SEQ, PREDS),
-                              pretrainer.pretraining_loss, eval_dataset, output_dir, max_steps=3)
+  results = loop.evaluate(strategy, lambda: pretrainer.build_pretrainer(CONFIG, SEQ, PREDS),
+                          pretrainer.pretraining_loss, eval_dataset, output_dir, max_steps=3)
   assert results["global_step"] == TOTAL_STEPS
   # The same numbers computed directly from ckpt-8 over the same 3 batches.
   model = pretrainer.build_pretrainer(CONFIG, SEQ, PREDS)
@@ -231,7 +236,7 @@ def test_evaluate_reports_the_checkpoint_loss_and_step(runs):
                              "next_sentence_accuracy", "next_sentence_loss"]
 
   path = runs["dir"] / "eval_results.txt"
-  training.write_eval_results(str(path), results)
+  loop.write_eval_results(str(path), results)
   lines = path.read_text().splitlines()
   assert lines[0] == "global_step = 8" and lines[1] == f"loss = {results['loss']}"
   assert [p.name for p in runs["dir"].glob("eval_results.txt*")] == ["eval_results.txt"]
@@ -248,11 +253,11 @@ def test_a_truncated_shard_met_in_the_training_loop_is_named(tmp_path):
   with pytest.raises(datasets.DamagedRecordsError,
                      match=rf"^{files[1]}: damaged: truncated record at byte \d+"):
     with datasets.naming_damaged_file(files):
-      training.train(strategy, lambda: pretrainer.build_pretrainer(CONFIG, SEQ, PREDS),
-                     lambda: optimization.create_optimizer(1e-3, TOTAL_STEPS, 0),
-                     pretrainer.pretraining_loss,
-                     lambda ctx: datasets.pretraining_dataset(files, SEQ, PREDS, BATCH, True, ctx),
-                     str(tmp_path / "out"), TOTAL_STEPS, steps_per_loop=2)
+      loop.train(strategy, lambda: pretrainer.build_pretrainer(CONFIG, SEQ, PREDS),
+                 lambda: optimization.create_optimizer(1e-3, TOTAL_STEPS, 0),
+                 pretrainer.pretraining_loss,
+                 lambda ctx: datasets.pretraining_dataset(files, SEQ, PREDS, BATCH, True, ctx),
+                 str(tmp_path / "out"), TOTAL_STEPS, steps_per_loop=2)
 
 
 def test_a_failed_save_leaves_no_half_written_checkpoint(tmp_path, runs, monkeypatch):
@@ -279,7 +284,7 @@ def test_a_failed_save_leaves_no_half_written_checkpoint(tmp_path, runs, monkeyp
 
 def test_mixed_precision_names_are_checked():
   with pytest.raises(ValueError, match="'fp8' is not one of"):
-    training.set_mixed_precision("fp8")
+    loop.set_mixed_precision("fp8")
 
 
 if __name__ == "__main__":
@@ -305,10 +310,10 @@ def test_models_are_built_and_traced_without_autograph(monkeypatch):
   config = configs.BertConfig(vocab_size=100, hidden_size=16, num_hidden_layers=1,
                               num_attention_heads=2, intermediate_size=32,
                               max_position_embeddings=16)
-  model = training.without_autograph(build_encoder)(config)
+  model = loop.without_autograph(build_encoder)(config)
   spec = {name: tf.TensorSpec([2, None], tf.int32)
           for name in ("input_word_ids", "input_mask", "input_type_ids")}
-  tf.function(lambda x: training.without_autograph(model)(x, training=True)
+  tf.function(lambda x: loop.without_autograph(model)(x, training=True)
               ).get_concrete_function(spec)
 
   def layer_calls():

@@ -60,7 +60,7 @@ def pretraining_features(max_seq_length: int, max_predictions_per_seq: int) -> l
 
 def unmasked_pretraining_features(max_seq_length: int) -> list[Feature]:
   """The pretraining record without masked LM targets, for dynamic masking (drawn as the
-  records are read: `bert_tf.dynamic_masking`): `pretraining_features` less its three
+  records are read: `bert_tf.training.dynamic_masking`): `pretraining_features` less its three
   masked_lm_* features, input_ids unmasked. Word starts come from the vocabulary ("##")."""
   return [f for f in pretraining_features(max_seq_length, 1)
           if not f.name.startswith("masked_lm_")]

@@ -4,12 +4,13 @@ A crash leaves no file under the final name, so a re-run sees exactly what is mi
 a reader never meets half a shard. Examples are serialized by `example_encoder`, whole
 columns at once.
 """
+import contextlib
 import itertools
-import os
 
 import numpy as np
 import tensorflow as tf
 
+from bert_tf.common import files
 from tfrecords import example_encoder
 from tfrecords.schema import Feature
 
@@ -67,11 +68,9 @@ class AtomicRecordWriter:
 
   def __init__(self, path: str, options: str | None = None):
     self.path = path
-    self.tmp_path = f"{path}.tmp-{os.getpid()}"
     # tf.io.gfile: the path may be gs:// (Cloud TPUs read records from buckets) or ram://.
-    parent = os.path.dirname(path)
-    if parent:
-      tf.io.gfile.makedirs(parent)
+    self._temporary = contextlib.ExitStack()
+    self.tmp_path = self._temporary.enter_context(files.temporary_path(path))
     self._writer = tf.io.TFRecordWriter(self.tmp_path, options=options)
     self.count = 0
 
@@ -84,11 +83,7 @@ class AtomicRecordWriter:
 
   def __exit__(self, exc_type, exc, tb):
     self._writer.close()
-    if exc_type is None:
-      tf.io.gfile.rename(self.tmp_path, self.path, overwrite=True)
-    elif tf.io.gfile.exists(self.tmp_path):
-      tf.io.gfile.remove(self.tmp_path)
-    return False
+    return self._temporary.__exit__(exc_type, exc, tb)
 
 
 def write_records(path: str, features: list[Feature], rows) -> int:

@@ -18,9 +18,11 @@ import tf_keras
 from official.modeling import activations as tfm_activations
 from official.nlp.modeling import layers
 
-from bert_tf.configs import BertConfig
+from bert_tf.modeling.configs import BertConfig
 
 ATTENTION_MODES = ("bidirectional", "causal")
+# What the encoder (and every model on it) reads: int32 [batch, seq] each.
+INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
 
 # Variable (and layer) names of the word embedding table, which the masked-LM head shares.
 WORD_EMBEDDINGS = "word_embeddings"
@@ -187,3 +189,11 @@ def _wired_encoder(config: BertConfig, attention: str) -> tf_keras.Model:
 def embedding_table(encoder: tf_keras.Model) -> tf.Variable:
   """The encoder's word embedding table, float [vocab_size, hidden_size]."""
   return encoder.get_layer(WORD_EMBEDDINGS).embeddings
+
+
+def create_variables(model: tf_keras.Model) -> tf_keras.Model:
+  """Calls `model` (the encoder, or a model on it) once on a dummy batch [1, 2] of the
+  inputs, so that its variables exist (to restore a checkpoint into); returns it."""
+  dummy = tf.zeros([1, 2], tf.int32)
+  model({name: dummy for name in INPUT_NAMES})
+  return model

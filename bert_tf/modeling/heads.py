@@ -7,8 +7,8 @@ next sentence: a dense layer from the pooled output to 2 logits (0 = is next, 1 
 import tf_keras
 from official.nlp.modeling import layers
 
-from bert_tf.configs import BertConfig
 from bert_tf.modeling import encoder as encoder_lib
+from bert_tf.modeling.configs import BertConfig
 
 
 def masked_lm(config: BertConfig, encoder: tf_keras.Model) -> layers.MaskedLM:

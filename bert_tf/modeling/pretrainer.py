@@ -11,8 +11,8 @@ objective "ltr" (the paper's "LTR & No NSP", like OpenAI GPT): causal encoder ov
 import tensorflow as tf
 import tf_keras
 
-from bert_tf.configs import BertConfig
 from bert_tf.modeling import heads
+from bert_tf.modeling.configs import BertConfig
 from bert_tf.modeling.encoder import build_encoder
 
 OBJECTIVES = ("mlm", "ltr")
@@ -59,7 +59,7 @@ class BertPretrainer(tf_keras.Model):
 
   @property
   def checkpoint_items(self) -> dict:
-    """The trackables to save and restore, by the names `bert_tf.checkpoints` reads."""
+    """The trackables to save and restore, by the names `bert_tf.modeling.checkpoints` reads."""
     items = dict(encoder=self.encoder, masked_lm=self.masked_lm)
     if self.next_sentence is not None:
       items["next_sentence"] = self.next_sentence

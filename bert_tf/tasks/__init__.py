@@ -11,10 +11,6 @@ TASKS = {
 }
 
 
-class DataError(ValueError):
-  """Bad input data; the message names the file (and line or example id, where there is one)."""
-
-
 def task_class(kind: str, source: str = "task config"):
   """The FineTuningTask subclass of `kind`; ValueError naming `source` for an unknown one."""
   if kind not in TASKS:

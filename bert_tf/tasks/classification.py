@@ -29,22 +29,22 @@ import dataclasses
 import os
 
 from official.nlp.modeling import layers
-from official.nlp.modeling import models
 import numpy as np
 import tensorflow as tf
 import tf_keras
 
-from bert_tf.configs import BertConfig
-from bert_tf.modeling.encoder import build_encoder, initializer
+from bert_tf.common.files import write_text
+from bert_tf.modeling.configs import BertConfig
+from bert_tf.modeling.task_models import build_classifier
 from bert_tf.tasks import glue
 from bert_tf.tasks import metrics as metrics_lib
 from bert_tf.tasks.glue import InputExample
-from bert_tf.tasks.task import DataError, Features, FineTuningTask, TaskConfig, write_text
+from bert_tf.tasks.inputs import IDS_SIGNATURE, pack
+from bert_tf.tasks.losses import softmax_loss
+from bert_tf.tasks.task import Features, FineTuningTask, TaskConfig
 from bert_tf.tokenization import FullTokenizer
 from tfrecords import schema
 
-INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
-IDS_SIGNATURE = "serve_token_ids"
 # Warm-up requests when no dev data is at hand: a short, a long and an empty text.
 SAMPLE_TEXTS = [("The movie was great.", "I enjoyed the film."),
                 ("Shares of the company fell 5 percent after the quarterly report, analysts "
@@ -62,35 +62,6 @@ class ClassificationConfig(TaskConfig):
   task_name: str = "generic"
   labels: list[str] | None = None
   is_pair: bool = False
-
-
-def truncate_pair(ids_a: np.ndarray, ids_b: np.ndarray, max_length: int):
-  """Shortens the pair to at most `max_length` ids in total, one id at a time from the end
-  of the longer (of `b` on a tie), so a long text loses more than a short one."""
-  len_a, len_b = len(ids_a), len(ids_b)
-  while len_a + len_b > max_length:
-    if len_a > len_b:
-      len_a -= 1
-    else:
-      len_b -= 1
-  return ids_a[:len_a], ids_b[:len_b]
-
-
-def pack(ids_a: np.ndarray, ids_b: np.ndarray | None, max_seq_length: int, tokenizer) -> dict:
-  """One example's input_ids, input_mask, segment_ids: int64 [max_seq_length] each."""
-  if ids_b is None:
-    ids_a, ids_b = ids_a[:max_seq_length - 2], np.zeros([0], np.int64)
-    segments = [[tokenizer.cls_id], ids_a, [tokenizer.sep_id]]
-  else:
-    ids_a, ids_b = truncate_pair(ids_a, ids_b, max_seq_length - 3)
-    segments = [[tokenizer.cls_id], ids_a, [tokenizer.sep_id], ids_b, [tokenizer.sep_id]]
-  ids = np.concatenate([np.asarray(s, np.int64) for s in segments])
-  input_ids = np.full([max_seq_length], tokenizer.pad_id, np.int64)
-  input_ids[:len(ids)] = ids
-  input_mask = (np.arange(max_seq_length) < len(ids)).astype(np.int64)
-  segment_ids = np.zeros([max_seq_length], np.int64)
-  segment_ids[len(ids_a) + 2:len(ids)] = 1
-  return {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids}
 
 
 def label_id(example: InputExample, label_list: list[str] | None) -> float | int:
@@ -117,32 +88,6 @@ def convert_examples(examples: list[InputExample], label_list: list[str] | None,
     feature["is_real_example"] = 1
     features.append(feature)
   return features
-
-
-def softmax_loss(labels: tf.Tensor, logits: tf.Tensor) -> tuple[tf.Tensor, dict]:
-  """(mean cross-entropy, {"accuracy": ...}) of logits [batch, classes] against labels
-  [batch], in float32."""
-  logits = tf.cast(logits, tf.float32)
-  loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits))
-  hits = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=labels.dtype), labels), tf.float32)
-  return loss, {"accuracy": tf.reduce_mean(hits)}
-
-
-def build_classifier(config: BertConfig, num_labels: int) -> tf_keras.Model:
-  """The Model Garden's BertClassifier on our encoder, variables created (num_labels 1 for
-  regression). One dropout before the output layer, as the original: the head's own is off.
-
-  call(features) reads input_word_ids, input_mask, input_type_ids (int32 [batch, seq]) from
-  the dict (other keys are ignored) and returns logits [batch, num_labels].
-  """
-  head = layers.ClassificationHead(inner_dim=0, num_classes=num_labels, dropout_rate=0.0,
-                                   initializer=initializer(config), name="sentence_prediction")
-  model = models.BertClassifier(build_encoder(config), num_labels,
-                                dropout_rate=config.hidden_dropout_prob, cls_head=head,
-                                name="bert_classifier")
-  dummy = tf.zeros([1, 2], tf.int32)
-  model({name: dummy for name in INPUT_NAMES})
-  return model
 
 
 class ClassificationTask(FineTuningTask):

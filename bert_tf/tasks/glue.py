@@ -12,9 +12,9 @@ unbalanced quotes), with a UTF-8 BOM dropped (MRPC's and SST-2's files start wit
 import dataclasses
 import os
 
-from bert_tf.tasks import DataError
 # The rows as every task reads its files (tf.io.gfile on first use: the GLUE peer benchmark,
 # transformers on torch, reads its data through this module without TensorFlow).
+from bert_tf.common.errors import DataError
 from bert_tf.tasks.text_files import gfile as _gfile, read_rows
 
 # GLUE's test files carry no labels; examples read from them get this placeholder.

@@ -40,15 +40,19 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
-from bert_tf.configs import BertConfig
+from bert_tf.common.errors import DataError
+from bert_tf.common.files import write_text
+from bert_tf.modeling.configs import BertConfig
+from bert_tf.modeling.encoder import INPUT_NAMES
+from bert_tf.modeling.task_models import build_classifier
 from bert_tf.tasks import text_files
-from bert_tf.tasks.classification import INPUT_NAMES, build_classifier, pack, softmax_loss
-from bert_tf.tasks.task import DataError, Features, FineTuningTask, TaskConfig, write_text
+from bert_tf.tasks.inputs import IDS_SIGNATURE, pack
+from bert_tf.tasks.losses import softmax_loss
+from bert_tf.tasks.task import Features, FineTuningTask, TaskConfig
 from bert_tf.tokenization import FullTokenizer
 from tfrecords import schema
 
 TASK_NAMES = ("swag", "generic")
-IDS_SIGNATURE = "serve_token_ids"
 # Warm-up requests when no dev data is at hand (endings cycle through these), and an empty one.
 SAMPLE_CONTEXT = "A man is standing on a ladder next to the house."
 SAMPLE_ENDINGS = ("He paints the window frames white.", "The ladder sings a song.",

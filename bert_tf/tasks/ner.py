@@ -50,15 +50,16 @@ from seqeval.metrics.sequence_labeling import get_entities
 import tensorflow as tf
 import tf_keras
 
-from bert_tf.configs import BertConfig
-from bert_tf.feature_extraction import FeatureExtractor
-from bert_tf.modeling.encoder import build_encoder, initializer
+from bert_tf.common.errors import DataError
+from bert_tf.common.files import write_text
+from bert_tf.modeling.configs import BertConfig
+from bert_tf.modeling.encoder import INPUT_NAMES, build_encoder, create_variables, initializer
+from bert_tf.modeling.feature_extractor import FeatureExtractor
 from bert_tf.tasks import text_files
-from bert_tf.tasks.task import DataError, Features, FineTuningTask, TaskConfig, write_text
+from bert_tf.tasks.task import Features, FineTuningTask, TaskConfig
 from bert_tf.tokenization import FullTokenizer
 from tfrecords import schema
 
-INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
 SCHEMES = ("iob1", "iob2")
 DOCSTART = "-DOCSTART-"
 IGNORED = -1  # The label id of the positions the loss and the predictions skip.
@@ -529,9 +530,7 @@ class NerTask(FineTuningTask):
           build_encoder(bert_config), len(config.labels),
           initializer=initializer(bert_config), dropout_rate=bert_config.hidden_dropout_prob,
           name="bert_token_classifier")
-    dummy = tf.zeros([1, 2], tf.int32)
-    model({name: dummy for name in INPUT_NAMES})
-    return model
+    return create_variables(model)
 
   def loss(self, features: dict, outputs) -> tuple[tf.Tensor, dict]:
     """Mean cross-entropy over the labelled positions (label id >= 0) of the batch, and the

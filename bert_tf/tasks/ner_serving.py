@@ -55,7 +55,6 @@ model; the rest grows linearly with the batch's text, and so does the time.
 """
 import numpy as np
 import tensorflow as tf
-import tensorflow_text as tf_text
 import tf_keras
 
 from bert_tf import tokenization
@@ -162,9 +161,6 @@ class NerServing(tf.Module):
     self.windows_per_call = windows_per_call
     self.labels = list(config.labels)
     self.kinds, self.types, self.type_names = _tag_kinds(self.labels)
-    classes = tokenization._char_classes()  # pylint: disable=protected-access
-    self.split_pattern = f"[ {classes['space'][1:-1]}]|{classes['cjk_or_punctuation']}"
-    self.keep_pattern = classes["cjk_or_punctuation"]
 
   def signatures(self) -> dict:
     """{"serving_default": concrete function} for `tf.saved_model.save`."""
@@ -228,8 +224,7 @@ class NerServing(tf.Module):
     split = tf.strings.regex_replace(text, r"\x00", "\x01")
     if self.do_lower_case:
       split = tokenization.lower_sigmas_in_context(split)
-    tokens, begins, ends = tf_text.regex_split_with_offsets(split, self.split_pattern,
-                                                            self.keep_pattern)
+    tokens, begins, ends = tokenization.split_with_offsets(split)
     token_row = tokens.value_rowids()
     token_start = _char_index(chars, token_row, begins.flat_values)
     token_end = _char_index(chars, token_row, ends.flat_values)

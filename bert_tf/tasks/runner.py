@@ -27,6 +27,7 @@ import dataclasses
 import json
 import os
 import time
+from typing import Callable
 import warnings
 
 from absl import logging
@@ -34,16 +35,17 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
-from bert_tf import checkpoints
-from bert_tf import distribute
-from bert_tf import optimization
-from bert_tf import output_lock
-from bert_tf import serving
-from bert_tf import training
-from bert_tf.configs import BertConfig
-from bert_tf.tasks import DataError, task_class
-from bert_tf.tasks.task import FineTuningTask, Features, TaskConfig, write_text
+from bert_tf.common import output_lock
+from bert_tf.common.errors import DataError
+from bert_tf.common.files import write_text
+from bert_tf.modeling import checkpoints
+from bert_tf.modeling.configs import BertConfig
+from bert_tf.tasks import task_class
+from bert_tf.tasks.task import FineTuningTask, Features, TaskConfig
 from bert_tf.tokenization import FullTokenizer
+from bert_tf.training import distribute
+from bert_tf.training import loop
+from bert_tf.training import optimization
 from tfrecords import datasets, writer
 
 TASK_CONFIG = "task_config.json"
@@ -51,6 +53,9 @@ TASK_CONFIG = "task_config.json"
 # Models get whole feature dicts (labels too, which the loss reads); the Model Garden's
 # functional models ignore the extra keys, as intended, but warn at every trace.
 warnings.filterwarnings("ignore", message="Input dict contained keys", category=UserWarning)
+
+# (serving module, export_dir, warm-up inputs) -> the path of the written SavedModel.
+Exporter = Callable[[tf.Module, str, list], str]
 
 
 @dataclasses.dataclass
@@ -109,41 +114,6 @@ def batch_length_buckets(args: RunArgs, task: FineTuningTask,
   return COMPILED_LENGTH_BUCKETS if args.jit_compile else task.config.max_seq_length
 
 
-def beside(checkpoint: str, name: str) -> str:
-  """The file `name` beside a checkpoint (a prefix) or in a checkpoint's folder."""
-  folder = checkpoint if tf.io.gfile.isdir(checkpoint) else os.path.dirname(checkpoint)
-  return os.path.join(folder, name)
-
-
-def resolve_files(bert_config_file: str | None, vocab_file: str | None,
-                  init_checkpoint: str | None, max_seq_length: int,
-                  trained_dir: str | None = None) -> tuple[BertConfig, str]:
-  """(BertConfig, vocab file): from the flags, else from beside --init_checkpoint (a Hugging
-  Face folder's config.json and vocab.txt, or a checkpoint's bert_config.json and vocab.txt),
-  or from `trained_dir` (the --output_dir of a trained model that a run which does not train
-  uses) when given."""
-  source, flag = init_checkpoint, "--init_checkpoint"
-  if trained_dir:
-    source, flag = trained_dir, "--output_dir"
-  if bert_config_file:
-    config = checkpoints.config_from_file(bert_config_file)
-  elif source:
-    config = checkpoints.load_config(source)
-  else:
-    raise ValueError("--bert_config_file is required (or an --init_checkpoint with its config)")
-  if not vocab_file and source:
-    vocab_file = beside(source, "vocab.txt")
-    if not tf.io.gfile.exists(vocab_file):
-      raise FileNotFoundError(f"--vocab_file is required: no vocab.txt beside "
-                              f"{flag}={source}")
-  if not vocab_file:
-    raise ValueError("--vocab_file is required (or an --init_checkpoint with vocab.txt beside it)")
-  if max_seq_length > config.max_position_embeddings:
-    raise ValueError(f"--max_seq_length={max_seq_length} is longer than the model's "
-                     f"max_position_embeddings={config.max_position_embeddings}")
-  return config, vocab_file
-
-
 def restore(model: tf_keras.Model, checkpoint: str) -> int:
   """Restores a fine-tuned model's checkpoint (training's, with optimizer state, or a sweep's
   best) into `model`. Returns its global step; ValueError naming the checkpoint if a variable
@@ -174,7 +144,7 @@ def trained_task_config(args: RunArgs) -> tuple[TaskConfig, str] | None:
   if tf.train.latest_checkpoint(args.output_dir):
     path = os.path.join(args.output_dir, TASK_CONFIG)
   elif args.init_checkpoint:
-    path = beside(args.init_checkpoint, TASK_CONFIG)
+    path = checkpoints.beside(args.init_checkpoint, TASK_CONFIG)
   else:
     return None
   return (read_task_config(path), path) if tf.io.gfile.exists(path) else None
@@ -279,23 +249,29 @@ def padding_records(layout, count: int) -> list[dict]:
 class Runner:
   """One run_* invocation: records, the runs of the sweep, results and prediction files."""
 
-  def __init__(self, task: FineTuningTask, args: RunArgs, strategy: tf.distribute.Strategy):
+  def __init__(self, task: FineTuningTask, args: RunArgs, strategy: tf.distribute.Strategy,
+               exporter: Exporter | None = None):
+    """exporter: writes the serving module for --export_dir (`export.tf_serving.export`; the
+    entry points hand it over, since export/ is built on this runner, not under it)."""
     if not (args.do_train or args.do_eval or args.do_predict):
       raise ValueError("At least one of `do_train`, `do_eval` or `do_predict' must be True.")
     runs = len(args.learning_rates) * args.num_restarts
     if runs > 1 and args.do_train and not args.do_eval:
       raise ValueError(f"{runs} runs (--learning_rate values x --num_restarts) need --do_eval: "
                        "the best on dev is kept")
+    if args.export_dir and exporter is None:
+      raise ValueError("--export_dir needs an exporter (export.tf_serving.export)")
     self.task = task
     self.args = args
     self.strategy = strategy
+    self.exporter = exporter
     if not args.do_train:  # The trained model's labels, casing... decide, not the data's.
       trained = trained_task_config(args)
       if trained:
         take_trained_settings(task, *trained, args.flags_given)
     trained_dir = (args.output_dir if not args.do_train and
                    tf.train.latest_checkpoint(args.output_dir) else None)
-    self.bert_config, vocab_file = resolve_files(
+    self.bert_config, vocab_file = checkpoints.resolve_files(
         args.bert_config_file, args.vocab_file, args.init_checkpoint,
         task.config.max_seq_length, trained_dir)
     self.tokenizer = FullTokenizer(vocab_file, task.config.do_lower_case)
@@ -397,7 +373,7 @@ class Runner:
       return "encoder", "a Hugging Face model fills the encoder only"
     if kind == "config":
       return "encoder", "a config file holds no weights"
-    source = beside(path, TASK_CONFIG)
+    source = checkpoints.beside(path, TASK_CONFIG)
     if not tf.io.gfile.exists(source):
       return "encoder", f"no {TASK_CONFIG} beside it (a pretraining checkpoint, no task head)"
     trained = read_task_config(source)
@@ -464,7 +440,7 @@ class Runner:
 
     start = time.time()
     with datasets.naming_damaged_file([records.path]):
-      results = training.train(
+      results = loop.train(
           self.strategy, model_fn,
           lambda: optimization.create_optimizer(
               learning_rate, num_train_steps, num_warmup_steps,
@@ -501,7 +477,7 @@ class Runner:
     @tf.function(autograph=False, reduce_retracing=True)
     def step(features):
       def replica_fn(f):
-        outputs = training.without_autograph(model)(f, training=False)
+        outputs = loop.without_autograph(model)(f, training=False)
         return self.task.predict_outputs(f, outputs)
       return tf.nest.map_structure(lambda t: strategy.gather(t, axis=0),
                                    strategy.run(replica_fn, args=(features,)))
@@ -538,8 +514,8 @@ class Runner:
     if args.do_train:
       [train_records] = self.write_records("train", args.train_batch_size)
       # Before anything of the model is written: a refused re-run leaves the old run whole.
-      training.check_run_settings(args.output_dir, self.run_settings(train_records),
-                                  self.is_chief)
+      loop.check_run_settings(args.output_dir, self.run_settings(train_records),
+                              self.is_chief)
     if self.is_chief and (args.do_train or not tf.io.gfile.exists(
         os.path.join(args.output_dir, TASK_CONFIG))):
       self._write_model_files()
@@ -556,19 +532,19 @@ class Runner:
       self.write_predictions(model)
     if args.export_dir and self.is_chief:
       data = eval_records[0].examples if eval_records else None
-      path = serving.export(self.task.serving_module(model, self.tokenizer), args.export_dir,
-                            self.task.warmup_inputs(examples=data))
+      path = self.exporter(self.task.serving_module(model, self.tokenizer), args.export_dir,
+                           self.task.warmup_inputs(examples=data))
       logging.info("exported the model for TF Serving to %s", path)
       results["export_path"] = path
     return {"best": results, "runs": runs}
 
   def run_settings(self, train_records: SplitRecords) -> dict:
-    """What defines the trained model (see `training.check_run_settings`); the training
+    """What defines the trained model (see `loop.check_run_settings`); the training
     data by its records' digest, which also covers the features' flags and the vocab."""
     args = self.args
     return {"task": self.task.config.to_dict(), "bert_config": self.bert_config.to_dict(),
             "init_checkpoint": args.init_checkpoint,
-            "train_records_sha256": training.file_sha256(train_records.path),
+            "train_records_sha256": loop.file_sha256(train_records.path),
             **{name: getattr(args, name) for name in (
                 "train_batch_size", "learning_rates", "num_restarts", "num_train_epochs",
                 "warmup_proportion", "seed", "mixed_precision")},
@@ -602,14 +578,14 @@ class Runner:
       # encoder also under its own name) so it loads for predict, export and as a later
       # run's --init_checkpoint.
       step = tf.Variable(best["global_step"], dtype=tf.int64)
-      tf.train.CheckpointManager(training.checkpoint(best_model, step), args.output_dir,
+      tf.train.CheckpointManager(loop.checkpoint(best_model, step), args.output_dir,
                                  max_to_keep=1, checkpoint_name="ckpt").save(
                                      checkpoint_number=best["global_step"])
     return best_model, best, runs
 
   def write_eval_results(self, results: dict, runs: list[dict]) -> None:
     out = self.args.output_dir
-    training.write_eval_results(os.path.join(out, "eval_results.txt"), results)
+    loop.write_eval_results(os.path.join(out, "eval_results.txt"), results)
     write_text(os.path.join(out, "eval_results.json"), json.dumps(
         {"task": self.task.config.to_dict(), "primary_metric": self.task.primary_metric,
          "best": results, "runs": runs}, indent=2) + "\n")
@@ -638,6 +614,7 @@ class Runner:
           logging.info("%s: predictions -> %s", split, path)
 
 
-def run(task: FineTuningTask, args: RunArgs, strategy: tf.distribute.Strategy) -> dict:
+def run(task: FineTuningTask, args: RunArgs, strategy: tf.distribute.Strategy,
+        exporter: Exporter | None = None) -> dict:
   """Runs what args ask of the task (see `Runner.run`)."""
-  return Runner(task, args, strategy).run()
+  return Runner(task, args, strategy, exporter).run()

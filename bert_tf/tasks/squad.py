@@ -33,17 +33,18 @@ import tensorflow as tf
 import tf_keras
 from official.nlp.modeling.models import BertSpanLabeler
 
-from bert_tf import squad_eval
-from bert_tf.configs import BertConfig
-from bert_tf.modeling.encoder import build_encoder, initializer
+from bert_tf.common.errors import DataError
+from bert_tf.common.files import write_text
+from bert_tf.modeling.configs import BertConfig
+from bert_tf.modeling.encoder import build_encoder, create_variables, initializer
+from bert_tf.tasks import squad_eval
 from bert_tf.tasks import text_files
-from bert_tf.tasks.task import DataError, Features, FineTuningTask, TaskConfig, write_text
+from bert_tf.tasks.task import Features, FineTuningTask, TaskConfig
 from bert_tf.tokenization import FullTokenizer, split_words
 from tfrecords import schema
 
 # The original's first unique id; each feature (passage window) takes the next.
 FIRST_UNIQUE_ID = 1000000000
-INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
 # The original's passage whitespace (U+202F NARROW NO-BREAK SPACE included).
 WHITESPACE = frozenset(" \t\r\n\u202f")
 
@@ -543,11 +544,9 @@ class SquadTask(FineTuningTask):
   def build_model(self, bert_config: BertConfig) -> tf_keras.Model:
     """BertSpanLabeler: {input_word_ids, input_mask, input_type_ids} int32 [batch, seq] ->
     [start_logits, end_logits] float [batch, seq]; the encoder is checkpoint_items["encoder"]."""
-    model = BertSpanLabeler(build_encoder(bert_config), initializer=initializer(bert_config),
-                            name="bert_span_labeler")
-    dummy = tf.zeros([1, 2], tf.int32)
-    model({name: dummy for name in INPUT_NAMES})
-    return model
+    return create_variables(BertSpanLabeler(
+        build_encoder(bert_config), initializer=initializer(bert_config),
+        name="bert_span_labeler"))
 
   def loss(self, features: dict, outputs) -> tuple[tf.Tensor, dict]:
     """The original's: (start loss + end loss) / 2, each the batch mean of the softmax

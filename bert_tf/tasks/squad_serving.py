@@ -50,7 +50,6 @@ the time (100 kB of SQuAD paragraphs are ~21k pieces, 164 windows of 384 at doc_
 """
 import numpy as np
 import tensorflow as tf
-import tensorflow_text as tf_text
 import tf_keras
 
 from bert_tf import tokenization
@@ -108,9 +107,6 @@ class QuestionAnswerer(tf.Module):
     self.piece_chars = np.array(
         [len(t) - 2 if t.startswith(tokenization.SUFFIX_INDICATOR) and len(t) > 2 else len(t)
          for t in tokenizer.inv_vocab], np.int64)
-    classes = tokenization._char_classes()  # pylint: disable=protected-access
-    self.split_pattern = f"[ {classes['space'][1:-1]}]|{classes['cjk_or_punctuation']}"
-    self.keep_pattern = classes["cjk_or_punctuation"]
 
   def signatures(self) -> dict:
     """{"serving_default": concrete function} for `tf.saved_model.save`."""
@@ -172,8 +168,7 @@ class QuestionAnswerer(tf.Module):
     context = tf.strings.regex_replace(context, r"\x00", "\x01")
     if self.do_lower_case:
       context = tokenization.lower_sigmas_in_context(context)
-    tokens, begins, _ = tf_text.regex_split_with_offsets(context, self.split_pattern,
-                                                         self.keep_pattern)
+    tokens, begins, _ = tokenization.split_with_offsets(context)
     pieces = self.tokenizer(tokens.flat_values)  # [tokens of the batch, (pieces)]
     ids = pieces.flat_values
     chars = tf.gather(tf.constant(self.piece_chars), ids)

@@ -28,27 +28,19 @@ model: it is written as task_config.json beside the checkpoints and read back wi
 import abc
 import dataclasses
 import json
-import os
 from typing import Any, ClassVar
 
 import numpy as np
 import tensorflow as tf
 import tf_keras
 
-from bert_tf.configs import BertConfig, check_known_keys
-from bert_tf.tasks import DataError  # pylint: disable=unused-import  (tasks raise it from here)
+from bert_tf.common.errors import DataError
+from bert_tf.common.files import write_text
+from bert_tf.modeling.configs import BertConfig, check_known_keys
 from bert_tf.tokenization import FullTokenizer
 from tfrecords import schema
 
 MODES = ("train", "eval", "predict")
-
-
-def write_text(path: str, text: str) -> None:
-  """Writes `text` to `path` (any tf.io.gfile path) under a temporary name first."""
-  tmp = f"{path}.tmp-{os.getpid()}"
-  with tf.io.gfile.GFile(tmp, "w") as f:
-    f.write(text)
-  tf.io.gfile.rename(tmp, path, overwrite=True)
 
 
 @dataclasses.dataclass

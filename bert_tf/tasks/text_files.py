@@ -20,7 +20,7 @@ import re
 
 from absl import logging
 
-from bert_tf.tasks import DataError
+from bert_tf.common.errors import DataError
 
 # What the "surrogateescape" decoding makes of each byte of an invalid UTF-8 sequence.
 _ESCAPED = re.compile("[\udc80-\udcff]")

@@ -33,8 +33,9 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
-from bert_tf import checkpoints
-from bert_tf import distribute
+from bert_tf.common import files
+from bert_tf.modeling import checkpoints
+from bert_tf.training import distribute
 
 # --mixed_precision values -> Keras policies.
 PRECISIONS = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
@@ -82,10 +83,7 @@ def check_run_settings(output_dir: str, settings: dict, is_chief: bool = True,
           "new --output_dir to train afresh (a checkpoint of this one can be its "
           "--init_checkpoint), or the same settings to resume this one")
   if is_chief:
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with tf.io.gfile.GFile(tmp, "w") as f:
-      f.write(json.dumps(settings, indent=2, sort_keys=True) + "\n")
-    tf.io.gfile.rename(tmp, path, overwrite=True)
+    files.write_text(path, json.dumps(settings, indent=2, sort_keys=True) + "\n")
   return extended
 
 
@@ -498,8 +496,4 @@ def evaluate(strategy: tf.distribute.Strategy,
 
 def write_eval_results(path: str, results: dict) -> None:
   """`key = value` lines, sorted, as the original's eval_results.txt; written atomically."""
-  tmp_path = f"{path}.tmp-{os.getpid()}"
-  with tf.io.gfile.GFile(tmp_path, "w") as f:
-    for key in sorted(results):
-      f.write(f"{key} = {results[key]}\n")
-  tf.io.gfile.rename(tmp_path, path, overwrite=True)
+  files.write_text(path, "".join(f"{key} = {results[key]}\n" for key in sorted(results)))

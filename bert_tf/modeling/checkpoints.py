@@ -32,7 +32,7 @@ from absl import logging
 from safetensors import numpy as safetensors_numpy
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
-from bert_tf.configs import BertConfig
+from bert_tf.modeling.configs import BertConfig
 from bert_tf.modeling.encoder import build_encoder
 
 PARTS = ("encoder", "pooler", "masked_lm", "next_sentence")
@@ -246,6 +246,41 @@ def config_from_file(path: str) -> BertConfig:
     if is_hf:
       return hf_config(path)
   return BertConfig.from_json_file(path)
+
+
+def beside(checkpoint: str, name: str) -> str:
+  """The file `name` beside a checkpoint (a prefix) or in a checkpoint's folder."""
+  folder = checkpoint if tf.io.gfile.isdir(checkpoint) else os.path.dirname(checkpoint)
+  return os.path.join(folder, name)
+
+
+def resolve_files(bert_config_file: str | None, vocab_file: str | None,
+                  init_checkpoint: str | None, max_seq_length: int,
+                  trained_dir: str | None = None) -> tuple[BertConfig, str]:
+  """(BertConfig, vocab file): from the flags, else from beside --init_checkpoint (a Hugging
+  Face folder's config.json and vocab.txt, or a checkpoint's bert_config.json and vocab.txt),
+  or from `trained_dir` (the --output_dir of a trained model that a run which does not train
+  uses) when given."""
+  source, flag = init_checkpoint, "--init_checkpoint"
+  if trained_dir:
+    source, flag = trained_dir, "--output_dir"
+  if bert_config_file:
+    config = config_from_file(bert_config_file)
+  elif source:
+    config = load_config(source)
+  else:
+    raise ValueError("--bert_config_file is required (or an --init_checkpoint with its config)")
+  if not vocab_file and source:
+    vocab_file = beside(source, "vocab.txt")
+    if not tf.io.gfile.exists(vocab_file):
+      raise FileNotFoundError(f"--vocab_file is required: no vocab.txt beside "
+                              f"{flag}={source}")
+  if not vocab_file:
+    raise ValueError("--vocab_file is required (or an --init_checkpoint with vocab.txt beside it)")
+  if max_seq_length > config.max_position_embeddings:
+    raise ValueError(f"--max_seq_length={max_seq_length} is longer than the model's "
+                     f"max_position_embeddings={config.max_position_embeddings}")
+  return config, vocab_file
 
 
 def load_config(path: str) -> BertConfig:

@@ -25,9 +25,10 @@ learning rate than fine-tuning's, e.g. --learning_rate=1e-2. The export serves i
 """
 from absl import flags
 
-from bert_tf import cli
+from bert_tf.scripts import cli
 from bert_tf.tasks import ner
 from bert_tf.tasks import runner
+from export import tf_serving
 
 FLAGS = flags.FLAGS
 
@@ -53,7 +54,7 @@ def main() -> dict:
                                FLAGS.scheme, FLAGS.document_context, FLAGS.feature_based,
                                FLAGS.lstm_units)
   cli.check_data_outside_output(task, args)
-  return runner.run(task, args, strategy)
+  return runner.run(task, args, strategy, exporter=tf_serving.export)
 
 
 def run():

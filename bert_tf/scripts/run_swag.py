@@ -16,9 +16,10 @@ test example's probabilities of its endings); see `bert_tf.tasks.runner` for the
 """
 from absl import flags
 
-from bert_tf import cli
+from bert_tf.scripts import cli
 from bert_tf.tasks import runner
 from bert_tf.tasks.multiple_choice import TASK_NAMES, MultipleChoiceTask
+from export import tf_serving
 
 FLAGS = flags.FLAGS
 
@@ -35,7 +36,7 @@ def main() -> dict:
   task = MultipleChoiceTask.from_data(FLAGS.task_name, FLAGS.data_dir, FLAGS.max_seq_length,
                                       FLAGS.do_lower_case)
   cli.check_data_outside_output(task, args)
-  return runner.run(task, args, strategy)
+  return runner.run(task, args, strategy, exporter=tf_serving.export)
 
 
 def run():

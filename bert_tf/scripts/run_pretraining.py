@@ -9,15 +9,15 @@ made with create_pretraining_data --dynamic_masking. For example:
       --output_dir=/tmp/pretraining --do_train --do_eval --num_train_steps=20 \
       --num_warmup_steps=10 --learning_rate=2e-5
 
-See `bert_tf.pretraining` for what output_dir receives.
+See `bert_tf.training.pretraining` for what output_dir receives.
 """
 from absl import flags
 
-from bert_tf import cli
-from bert_tf import optimization
-from bert_tf import output_lock
-from bert_tf import pretraining
+from bert_tf.common import output_lock
 from bert_tf.modeling import pretrainer
+from bert_tf.scripts import cli
+from bert_tf.training import optimization
+from bert_tf.training import pretraining
 
 FLAGS = flags.FLAGS
 

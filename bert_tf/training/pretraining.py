@@ -19,14 +19,14 @@ from absl import logging
 import tensorflow as tf
 import tf_keras
 
-from bert_tf import checkpoints
-from bert_tf import distribute
-from bert_tf import optimization
-from bert_tf import output_lock
-from bert_tf import training
-from bert_tf.configs import BertConfig
-from bert_tf.dynamic_masking import DynamicMasker, MaskingRules
+from bert_tf.common import output_lock
+from bert_tf.modeling import checkpoints
 from bert_tf.modeling import pretrainer
+from bert_tf.modeling.configs import BertConfig
+from bert_tf.training import distribute
+from bert_tf.training import loop
+from bert_tf.training import optimization
+from bert_tf.training.dynamic_masking import DynamicMasker, MaskingRules
 from tfrecords import datasets
 from tfrecords import schema
 
@@ -168,27 +168,27 @@ class _Pretraining:
         optimization.create_optimizer, args.learning_rate, args.num_train_steps,
         args.num_warmup_steps, optimizer=args.optimizer,
         loss_scaling=args.mixed_precision == "fp16")
-    training.train(self.strategy, self.model_fn, optimizer_fn, self.loss_fn, dataset_fn,
-                   args.output_dir, args.num_train_steps, steps_per_loop=args.iterations_per_loop,
-                   save_checkpoints_steps=args.save_checkpoints_steps, init_fn=self.init_fn(),
-                   jit_compile=args.jit_compile)
+    loop.train(self.strategy, self.model_fn, optimizer_fn, self.loss_fn, dataset_fn,
+               args.output_dir, args.num_train_steps, steps_per_loop=args.iterations_per_loop,
+               save_checkpoints_steps=args.save_checkpoints_steps, init_fn=self.init_fn(),
+               jit_compile=args.jit_compile)
 
   def evaluate(self) -> dict:
     args = self.args
     dataset_fn = functools.partial(self.dataset, args.eval_batch_size, False)
-    results = training.evaluate(self.strategy, self.model_fn, self.loss_fn, dataset_fn,
-                                args.output_dir, max_steps=args.max_eval_steps,
-                                init_fn=self.init_fn())
+    results = loop.evaluate(self.strategy, self.model_fn, self.loss_fn, dataset_fn,
+                            args.output_dir, max_steps=args.max_eval_steps,
+                            init_fn=self.init_fn())
     if distribute.is_chief(self.strategy):
       path = os.path.join(args.output_dir, "eval_results.txt")
-      training.write_eval_results(path, results)
+      loop.write_eval_results(path, results)
       logging.info("***** Eval results *****\n%s",
                    "\n".join(f"  {k} = {v}" for k, v in sorted(results.items())))
     return results
 
 
 def _run_settings(args: PretrainArgs, config: BertConfig, files: list[str]) -> dict:
-  """What defines the pretrained model (see `training.check_run_settings`)."""
+  """What defines the pretrained model (see `loop.check_run_settings`)."""
   return {"bert_config": config.to_dict(), "input_files": files,
           **{name: getattr(args, name) for name in (
               "init_checkpoint", "max_seq_length", "max_predictions_per_seq",
@@ -200,7 +200,7 @@ def _run_settings(args: PretrainArgs, config: BertConfig, files: list[str]) -> d
 def _log_extended_schedule(args: PretrainArgs, old_steps: int, new_steps: int) -> None:
   """A re-run with a larger --num_train_steps goes on to it, as the original's: the linear
   decay is rebuilt over the new total, so the learning rate jumps up where training resumes."""
-  step = training.checkpoint_step(args.output_dir)
+  step = loop.checkpoint_step(args.output_dir)
   schedule = optimization.learning_rate_schedule(args.learning_rate, new_steps,
                                                  args.num_warmup_steps)
   logging.info("num_train_steps %d -> %d: training on from global step %d to %d; the "
@@ -228,7 +228,7 @@ def pretrain(args: PretrainArgs, strategy: tf.distribute.Strategy) -> dict:
   another job writes output_dir.
 
   The strategy comes first (multi-worker collectives must be set up before any TF op), with
-  the mixed-precision policy already set (`training.set_mixed_precision`).
+  the mixed-precision policy already set (`loop.set_mixed_precision`).
   """
   if not args.do_train and not args.do_eval:
     raise ValueError("At least one of `do_train` or `do_eval` must be True.")
@@ -249,7 +249,7 @@ def pretrain(args: PretrainArgs, strategy: tf.distribute.Strategy) -> dict:
       _write_config(config, args)
     run = _Pretraining(args, strategy, config, files)
     if args.do_train:
-      extended = training.check_run_settings(
+      extended = loop.check_run_settings(
           args.output_dir, _run_settings(args, config, files), is_chief,
           extendable=("num_train_steps",))
       if extended:
