@@ -203,8 +203,9 @@ def summary(program: str, results: dict, output_dir: str, seconds: float) -> str
   return "\n".join(lines)
 
 
-def run_main(program: str, main: Callable[[], object], required: list[str]) -> None:
-  """Parses the flags and runs main(); a user's error exits non-zero with one line
+def run_main(program: str, main: Callable[[], dict | str], required: list[str]) -> None:
+  """Parses the flags and runs main(), which returns the run's results (printed as their
+  `summary`) or the text to print; a user's error exits non-zero with one line
   `<program>: error: <message>`, naming the flag, file or line."""
   def absl_main(argv):
     if len(argv) > 1:
@@ -212,7 +213,8 @@ def run_main(program: str, main: Callable[[], object], required: list[str]) -> N
     start = time.time()
     with errors.exit_on_user_error(program):
       results = main()
-    print(summary(program, results or {}, FLAGS.output_dir, time.time() - start), flush=True)
+    print(results if isinstance(results, str) else
+          summary(program, results or {}, FLAGS.output_dir, time.time() - start), flush=True)
 
   flags.mark_flags_as_required(required)
   app.run(absl_main)

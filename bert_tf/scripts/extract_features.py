@@ -12,7 +12,6 @@ weights installed with the package:
 
 See `bert_tf.tasks.feature_extraction` for the layers, the pooling modes and the output layouts.
 """
-from absl import app
 from absl import flags
 
 from bert_tf.scripts import cli
@@ -46,21 +45,17 @@ def layers() -> tuple[int, ...]:
                      ) from None
 
 
-def main(argv) -> None:
-  if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-  with cli.exit_on_user_error("extract_features"):
-    args = cli.args_from_flags(feature_extraction.ExtractArgs, layers=layers())
-    stats = feature_extraction.extract(args)
-  print(f"extract_features: {stats['examples']} examples ({stats['rows']} rows) in "
-        f"{stats['seconds']:.1f} s ({stats['examples_per_second']:.1f} examples/s); wrote "
-        f"{FLAGS.output_file}", flush=True)
+def main() -> str:
+  args = cli.args_from_flags(feature_extraction.ExtractArgs, layers=layers())
+  stats = feature_extraction.extract(args)
+  return (f"extract_features: {stats['examples']} examples ({stats['rows']} rows) in "
+          f"{stats['seconds']:.1f} s ({stats['examples_per_second']:.1f} examples/s); wrote "
+          f"{FLAGS.output_file}")
 
 
 def run():
   """The `extract_features` console script."""
-  flags.mark_flags_as_required(["input_file", "output_file", "init_checkpoint"])
-  app.run(main)
+  cli.run_main("extract_features", main, ["input_file", "output_file", "init_checkpoint"])
 
 
 if __name__ == "__main__":

@@ -8,11 +8,9 @@ probabilities; SQuAD: question and context -> answer), the vocabulary as an asse
 requests from the first eval examples of --data_dir.
 """
 
-from absl import app
 from absl import flags
-from absl import logging
 
-from bert_tf.common import errors
+from bert_tf.scripts import cli
 from export import saved_model
 
 FLAGS = flags.FLAGS
@@ -30,21 +28,16 @@ flags.DEFINE_string("model_name", "bert", "The model name in the warm-up request
                     "Serving's --model_name).")
 
 
-def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-  with errors.exit_on_user_error("export_saved_model"):
-    path = saved_model.export_from_output_dir(FLAGS.model_dir, FLAGS.export_dir,
-                                              data=FLAGS.data_dir,
-                                              checkpoint=FLAGS.checkpoint,
-                                              model_name=FLAGS.model_name)
-  logging.info("exported to %s", path)
-  print(path)
+def main() -> str:
+  """The new version's path."""
+  return saved_model.export_from_output_dir(FLAGS.model_dir, FLAGS.export_dir,
+                                            data=FLAGS.data_dir, checkpoint=FLAGS.checkpoint,
+                                            model_name=FLAGS.model_name)
 
 
 def run():
-  flags.mark_flags_as_required(["model_dir", "export_dir"])
-  app.run(main)
+  """The `export_saved_model` console script."""
+  cli.run_main("export_saved_model", main, ["model_dir", "export_dir"])
 
 
 if __name__ == "__main__":
