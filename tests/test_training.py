@@ -14,10 +14,10 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
+from bert_tf.common import errors
 from bert_tf.modeling import checkpoints
 from bert_tf.modeling import configs
 from bert_tf.modeling import pretrainer
-from bert_tf.scripts import cli
 from bert_tf.training import distribute
 from bert_tf.training import loop
 from bert_tf.training import optimization
@@ -274,7 +274,7 @@ def test_a_failed_save_leaves_no_half_written_checkpoint(tmp_path, runs, monkeyp
     raise tf.errors.ResourceExhaustedError(None, None, message)
   monkeypatch.setattr(tf.train.CheckpointManager, "save", full_disk)
   with pytest.raises(SystemExit) as exit_info:
-    with cli.exit_on_user_error("run_pretraining"):
+    with errors.exit_on_user_error("run_pretraining"):
       train_tiny(distribute.get_strategy("one_device"), runs["records"], runs["init"],
                  str(out), 2)
   assert str(exit_info.value) == (f"run_pretraining: error: {out}/ckpt-2_temp/part-00000-of-"
