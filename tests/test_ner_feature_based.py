@@ -13,7 +13,7 @@ import tensorflow as tf
 import tf_keras
 
 from bert_tf.modeling.configs import BertConfig
-from bert_tf.modeling.encoder import build_encoder
+from bert_tf.modeling.encoder import INPUT_NAMES, build_encoder, create_variables
 from bert_tf.tasks import ner
 from bert_tf.tasks import runner
 from bert_tf.training import distribute
@@ -121,7 +121,7 @@ def trained(tmp_path_factory):
   CONFIG.to_json_file(str(tmp / "bert_config.json"))
   tf_keras.utils.set_random_seed(7)
   encoder = build_encoder(CONFIG)
-  encoder({name: tf.zeros([1, 2], tf.int32) for name in ner.INPUT_NAMES})
+  create_variables(encoder)
   init = tf.train.Checkpoint(encoder=encoder).write(str(tmp / "init" / "ckpt"))
   initial = {v.name: v.numpy() for v in encoder.weights}
   task = ner.NerTask.from_data(str(tmp / "data"), max_seq_length=32,
@@ -158,7 +158,7 @@ def _predict(task, model, tokenizer, examples) -> list[list[str]]:
   """The task's own predictions: its features, the model, its post-processing."""
   features = task.convert_examples(examples, tokenizer, False)
   inputs = {name: np.stack([r[record] for r in features.records]) for name, record in zip(
-      ner.INPUT_NAMES, ("input_ids", "input_mask", "segment_ids"))}
+      INPUT_NAMES, ("input_ids", "input_mask", "segment_ids"))}
   outputs = task.predict_outputs(inputs, model(inputs, training=False))
   return task.postprocess(examples, features, {"label_ids": outputs["label_ids"].numpy()})
 

@@ -92,7 +92,8 @@ def test_best_of_a_sweep_loads_as_init_checkpoint_and_exports(tmp_path):
   assert best["learning_rate"] == 3e-3 and best["eval_accuracy"] >= 0.9, best
   assert not os.path.exists(os.path.join(sweep, ".lock"))  # Held once for all runs, then freed.
 
-  # As a later run's --init_checkpoint: its encoder comes back (its head is drawn afresh).
+  # As a later run's --init_checkpoint: the whole model comes back (the same task and labels),
+  # at the best run's step.
   later = dict(args, output_dir=str(tmp_path / "later"), init_checkpoint=sweep,
                bert_config_file=None, vocab_file=None, do_train=False)
   task = ClassificationTask.from_data("SST-2", str(tmp_path / "data"), 32)
@@ -100,13 +101,13 @@ def test_best_of_a_sweep_loads_as_init_checkpoint_and_exports(tmp_path):
       **{k: v for k, v in later.items() if k not in ("task_name", "data_dir", "max_seq_length")}),
       distribute.get_strategy("one_device"))
   model, step = later_runner.restore()
-  assert step == 0
+  assert step == best["global_step"]
   trained, _ = runner.Runner(task, runner.RunArgs(
       **{k: v for k, v in dict(args, do_train=False).items()
          if k not in ("task_name", "data_dir", "max_seq_length")}),
       distribute.get_strategy("one_device")).restore()
-  for ours, theirs in zip(model.checkpoint_items["encoder"].weights,
-                          trained.checkpoint_items["encoder"].weights):
+  assert len(model.weights) == len(trained.weights)
+  for ours, theirs in zip(model.weights, trained.weights):
     np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
 
   # As an export source: the SavedModel classifies as the best run does.

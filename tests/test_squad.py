@@ -15,6 +15,7 @@ from official.nlp.tools import tokenization as official_tokenization
 
 from bert_tf.common.errors import DataError
 from bert_tf.modeling.configs import BertConfig
+from bert_tf.modeling.encoder import INPUT_NAMES
 from bert_tf.tasks import squad
 from bert_tf.tokenization import FullTokenizer
 from tfrecords import schema, writer
@@ -290,7 +291,7 @@ def test_model_and_loss():
   task = squad.SquadTask(squad.SquadConfig())
   model = task.build_model(config)
   assert "encoder" in model.checkpoint_items
-  batch = {name: tf.ones([3, 8], tf.int32) for name in squad.INPUT_NAMES}
+  batch = {name: tf.ones([3, 8], tf.int32) for name in INPUT_NAMES}
   batch["start_positions"] = tf.constant([[1], [0], [7]])
   batch["end_positions"] = tf.constant([[2], [0], [7]])
   batch["unique_ids"] = tf.constant([[squad.FIRST_UNIQUE_ID + i] for i in range(3)])

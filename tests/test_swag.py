@@ -318,7 +318,8 @@ def test_cli_exits_with_one_line(tmp_path):
       [sys.executable, "-m", "bert_tf.scripts.run_swag", f"--data_dir={tmp_path / 'data'}",
        f"--output_dir={tmp_path / 'out'}",
        f"--bert_config_file={tiny_config(tmp_path / 'bert_config.json')}",
-       f"--vocab_file={VOCAB}", "--max_seq_length=16", "--do_eval", "--do_predict"],
+       f"--vocab_file={VOCAB}", "--max_seq_length=16", "--do_train", "--do_eval",
+       "--do_predict"],
       capture_output=True, text=True, timeout=300, env=ENV)
   assert result.returncode == 1
   lines = [l for l in result.stderr.splitlines() if "run_swag: error:" in l]

@@ -47,7 +47,7 @@ def sst2(tmp_path_factory):
 
 
 def test_a_fine_tuned_init_checkpoint_predicts_with_its_head(sst2, tmp_path, caplog):
-  caplog.set_level(logging.INFO)
+  caplog.set_level(logging.INFO, logger="absl")  # Whatever verbosity an earlier test left.
   args = dict(sst2, do_train=False, output_dir=str(tmp_path / "new"), init_checkpoint=
               sst2["output_dir"], bert_config_file=None, vocab_file=None)
   _tuner(args).run()
@@ -126,7 +126,7 @@ def test_nothing_untrained_predicts(sst2, tmp_path):
 
 
 def test_an_init_checkpoint_with_other_labels_trains_a_fresh_head(sst2, tmp_path, caplog):
-  caplog.set_level(logging.INFO)
+  caplog.set_level(logging.INFO, logger="absl")  # Whatever verbosity an earlier test left.
   make_stsb(tmp_path / "data")
   args = toy_args(str(tmp_path), tmp_path / "data", tmp_path / "out", task_name="STS-B",
                   do_train=True, num_train_epochs=0.07, init_checkpoint=sst2["output_dir"])
@@ -267,7 +267,7 @@ def test_a_hugging_face_config_json_is_a_bert_config_file(tmp_path):
 
 # run_pretraining to a larger --num_train_steps.
 def test_pretraining_goes_on_to_a_larger_num_train_steps(tmp_path, caplog):
-  caplog.set_level(logging.INFO)
+  caplog.set_level(logging.INFO, logger="absl")  # Whatever verbosity an earlier test left.
   records = write_pretraining_records(str(tmp_path / "data.tfrecord"), 16)
   config_file = str(tmp_path / "bert_config.json")
   CONFIG.to_json_file(config_file)
