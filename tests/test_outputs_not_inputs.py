@@ -112,9 +112,9 @@ def test_every_entry_point_refuses_in_one_line(tmp_path):
           f"{out}/predictions.json: lies in --output_dir={out}, which the job writes: keep the "
           "inputs outside it"),
   }
-  module = {"create_pretraining_data": "data_gen", "build_vocab": "data_gen"}
+  room = {"create_pretraining_data": "data_gen", "build_vocab": "data_gen"}
   processes = {
-      name: subprocess.Popen([sys.executable, "-m", f"{module.get(name, 'bert_tf')}.{name}",
+      name: subprocess.Popen([sys.executable, "-m", f"{room.get(name, 'bert_tf.scripts')}.{name}",
                               *flags], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True, env=ENV)
       for name, (flags, _) in runs.items()}

@@ -32,7 +32,7 @@ def _run_in_ram(script: str, flags: list[str], cwd) -> list[str]:
   check = (
       "import tensorflow as tf\n"
       "from absl import app\n"
-      f"from bert_tf import {script} as script\n"
+      f"from bert_tf.scripts import {script} as script\n"
       "def main(argv):\n"
       "  script.main()\n"
       "  print(sorted(tf.io.gfile.listdir('ram://out')) + tf.io.gfile.listdir('ram://serving'))\n"

@@ -18,7 +18,9 @@ import tensorflow as tf
 from bert_tf.common import errors
 from bert_tf.common import output_lock
 from bert_tf.training import distribute
+from bert_tf.tasks import runner
 from bert_tf.training import loop
+from export import tf_serving
 
 FLAGS = flags.FLAGS
 
@@ -144,6 +146,15 @@ def check_data_outside_output(task, args) -> None:
   files = sorted({task.split_file(split) for mode in modes for split in task.splits(mode)})
   output_lock.check_not_input([args.output_dir], "--output_dir", [("", f) for f in files],
                               folder=True)
+
+
+def fine_tune(task) -> dict:
+  """Runs the fine-tuning task as the flags ask (`runner.run`): its data kept outside
+  --output_dir, the SavedModel writer for --export_dir."""
+  args = args_from_flags(runner.RunArgs, learning_rates=learning_rates())
+  strategy = strategy_from_flags()
+  check_data_outside_output(task, args)
+  return runner.run(task, args, strategy, exporter=tf_serving.export)
 
 
 def args_from_flags(cls, **values):

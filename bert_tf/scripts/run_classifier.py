@@ -19,9 +19,7 @@ from absl import flags
 
 from bert_tf.scripts import cli
 from bert_tf.tasks import glue
-from bert_tf.tasks import runner
 from bert_tf.tasks.classification import ClassificationTask
-from export import tf_serving
 
 FLAGS = flags.FLAGS
 
@@ -34,12 +32,9 @@ cli.define_fine_tuning_flags(max_seq_length=128)
 
 
 def main() -> dict:
-  args = cli.args_from_flags(runner.RunArgs, learning_rates=cli.learning_rates())
-  strategy = cli.strategy_from_flags()
-  task = ClassificationTask.from_data(FLAGS.task_name, FLAGS.data_dir, FLAGS.max_seq_length,
-                                      FLAGS.do_lower_case, FLAGS.xnli_language)
-  cli.check_data_outside_output(task, args)
-  return runner.run(task, args, strategy, exporter=tf_serving.export)
+  return cli.fine_tune(ClassificationTask.from_data(
+      FLAGS.task_name, FLAGS.data_dir, FLAGS.max_seq_length, FLAGS.do_lower_case,
+      FLAGS.xnli_language))
 
 
 def run():

@@ -27,8 +27,6 @@ from absl import flags
 
 from bert_tf.scripts import cli
 from bert_tf.tasks import ner
-from bert_tf.tasks import runner
-from export import tf_serving
 
 FLAGS = flags.FLAGS
 
@@ -48,13 +46,9 @@ cli.define_fine_tuning_flags(max_seq_length=128)
 
 
 def main() -> dict:
-  args = cli.args_from_flags(runner.RunArgs, learning_rates=cli.learning_rates())
-  strategy = cli.strategy_from_flags()
-  task = ner.NerTask.from_data(FLAGS.data_dir, FLAGS.max_seq_length, FLAGS.do_lower_case,
-                               FLAGS.scheme, FLAGS.document_context, FLAGS.feature_based,
-                               FLAGS.lstm_units)
-  cli.check_data_outside_output(task, args)
-  return runner.run(task, args, strategy, exporter=tf_serving.export)
+  return cli.fine_tune(ner.NerTask.from_data(
+      FLAGS.data_dir, FLAGS.max_seq_length, FLAGS.do_lower_case, FLAGS.scheme,
+      FLAGS.document_context, FLAGS.feature_based, FLAGS.lstm_units))
 
 
 def run():

@@ -17,9 +17,7 @@ The export answers raw questions about raw passages (`bert_tf.tasks.squad_servin
 from absl import flags
 
 from bert_tf.scripts import cli
-from bert_tf.tasks import runner
 from bert_tf.tasks import squad
-from export import tf_serving
 
 FLAGS = flags.FLAGS
 
@@ -46,13 +44,9 @@ cli.define_fine_tuning_flags(max_seq_length=384)
 
 
 def main() -> dict:
-  args = cli.args_from_flags(runner.RunArgs, learning_rates=cli.learning_rates())
-  strategy = cli.strategy_from_flags()
-  config = cli.args_from_flags(squad.SquadConfig)
-  task = squad.SquadTask(config, train_file=FLAGS.train_file, predict_file=FLAGS.predict_file,
-                         verbose_logging=FLAGS.verbose_logging)
-  cli.check_data_outside_output(task, args)
-  return runner.run(task, args, strategy, exporter=tf_serving.export)
+  return cli.fine_tune(squad.SquadTask(
+      cli.args_from_flags(squad.SquadConfig), train_file=FLAGS.train_file,
+      predict_file=FLAGS.predict_file, verbose_logging=FLAGS.verbose_logging))
 
 
 def run():

@@ -17,9 +17,7 @@ test example's probabilities of its endings); see `bert_tf.tasks.runner` for the
 from absl import flags
 
 from bert_tf.scripts import cli
-from bert_tf.tasks import runner
 from bert_tf.tasks.multiple_choice import TASK_NAMES, MultipleChoiceTask
-from export import tf_serving
 
 FLAGS = flags.FLAGS
 
@@ -31,12 +29,8 @@ cli.define_fine_tuning_flags(max_seq_length=128)
 
 
 def main() -> dict:
-  args = cli.args_from_flags(runner.RunArgs, learning_rates=cli.learning_rates())
-  strategy = cli.strategy_from_flags()
-  task = MultipleChoiceTask.from_data(FLAGS.task_name, FLAGS.data_dir, FLAGS.max_seq_length,
-                                      FLAGS.do_lower_case)
-  cli.check_data_outside_output(task, args)
-  return runner.run(task, args, strategy, exporter=tf_serving.export)
+  return cli.fine_tune(MultipleChoiceTask.from_data(
+      FLAGS.task_name, FLAGS.data_dir, FLAGS.max_seq_length, FLAGS.do_lower_case))
 
 
 def run():
