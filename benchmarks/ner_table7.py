@@ -3,7 +3,7 @@ feature-based approach (the encoder frozen, six ways of combining its layers int
 2-layer BiLSTM and a classifier: run_ner --feature_based) next to fine-tuning (run_ner).
 
   TF_CPP_MIN_LOG_LEVEL=2 PYTHONPATH=. .venv/bin/python benchmarks/ner_table7.py \
-      --data_dir=../shared/data/conll2003 --output_dir=/tmp/bench_ner_table7
+      --data_dir=$BERT_TF_DATA/conll2003 --output_dir=/tmp/bench_ner_table7
 
 The recipe is benchmarks/ner.py's (whose flags these are, imported with it), sized for about
 an hour on an idle 2-core CPU for all seven runs: the first whole documents of train.txt up to

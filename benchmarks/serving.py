@@ -2,7 +2,7 @@ r"""Latency and throughput of an exported classifier's raw-text signature, and t
 latency spent tokenizing and packing in the graph.
 
   TF_CPP_MIN_LOG_LEVEL=2 PYTHONPATH=. .venv/bin/python benchmarks/serving.py \
-      --saved_model=/tmp/mrpc_serving/1 --data_dir=/work/shared/data/glue/MRPC --task_name=MRPC
+      --saved_model=/tmp/mrpc_serving/1 --data_dir=$BERT_TF_DATA/glue/MRPC --task_name=MRPC
 
 The requests are the task's dev pairs. The tokenization share compares `serving_default` (text
 in) with `serve_token_ids` (the same examples' ids in, packed by bert_tf's feature writer, the
@@ -25,10 +25,13 @@ from bert_tf.tasks import classification
 from bert_tf.tasks import glue
 from bert_tf.tasks import runner
 from bert_tf.tokenization import FullTokenizer
+import data_root  # benchmarks/data_root.py: $BERT_TF_DATA.
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("saved_model", None, "An exported version folder, e.g. /tmp/serving/1.")
-flags.DEFINE_string("data_dir", "/work/shared/data/glue/MRPC", "The task's GLUE folder.")
+flags.DEFINE_string("data_dir", data_root.path("glue", "MRPC"), "The task's GLUE folder.")
+if data_root.path("glue", "MRPC") is None:
+  flags.mark_flag_as_required("data_dir")  # $BERT_TF_DATA unset.
 flags.DEFINE_string("task_name", "MRPC", "The GLUE task.")
 flags.DEFINE_integer("num_requests", 200, "Batch-1 requests timed.")
 flags.DEFINE_integer("num_batches", 20, "Batch-32 requests timed.")

