@@ -14,9 +14,9 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.training import distribute
-from test_training import (CONFIG, PREDS, SEQ, assert_same_values, checkpoint_steps,
-                           checkpoint_values, train_tiny, write_init_checkpoint,
-                           write_pretraining_records)
+from tiny_pretraining import (CONFIG, PREDS, SEQ, assert_same_values, checkpoint_steps,
+                              checkpoint_values, train_tiny, write_init_checkpoint,
+                              write_pretraining_records)
 
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
 

@@ -15,8 +15,8 @@ from bert_tf import tokenization
 from bert_tf.training import dynamic_masking
 from data_gen import pipeline, sample_corpus
 from data_gen.config import PretrainingDataConfig
-from test_training import (CONFIG, PREDS, SEQ, VOCAB, assert_same_values, checkpoint_values,
-                           write_pretraining_records)
+from tiny_pretraining import (CONFIG, PREDS, SEQ, VOCAB_SIZE, assert_same_values,
+                              checkpoint_values, write_pretraining_records)
 from tfrecords import datasets, schema, writer
 
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
@@ -117,8 +117,8 @@ def test_rules_are_checked():
 
 
 def write_vocab(path) -> str:
-  """VOCAB tokens: the specials, then words, every fifth one a "##" piece."""
-  words = [f"##w{i}" if i % 5 == 0 else f"w{i}" for i in range(VOCAB - 5)]
+  """VOCAB_SIZE tokens: the specials, then words, every fifth one a "##" piece."""
+  words = [f"##w{i}" if i % 5 == 0 else f"w{i}" for i in range(VOCAB_SIZE - 5)]
   path.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + words) + "\n")
   return str(path)
 
@@ -127,7 +127,7 @@ def write_unmasked_records(path: str, num_records: int) -> str:
   rng = np.random.default_rng(0)
   rows = []
   for _ in range(num_records):
-    ids = rng.integers(5, VOCAB, SEQ)
+    ids = rng.integers(5, VOCAB_SIZE, SEQ)
     ids[[0, SEQ // 2, SEQ - 1]] = [2, 3, 3]
     rows.append(dict(input_ids=ids, input_mask=np.ones(SEQ),
                      segment_ids=np.repeat([0, 1], SEQ // 2),

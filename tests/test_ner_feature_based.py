@@ -12,13 +12,14 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
+from bert_tf import tasks
 from bert_tf.modeling.configs import BertConfig
 from bert_tf.modeling.encoder import INPUT_NAMES, build_encoder, create_variables
 from bert_tf.tasks import ner
 from bert_tf.tasks import runner
 from bert_tf.training import distribute
 from export import tf_serving
-from test_ner import VOCAB, make_toy
+from toys import VOCAB, make_conll
 
 LABELS = ["O", "B-PER", "I-PER", "B-LOC"]
 # Four layers: the last four are Transformer layers, as in the paper's 12.
@@ -117,15 +118,15 @@ def trained(tmp_path_factory):
   """The toy task through runner.run, feature-based (concat_last_four, 16 units) on a frozen
   random encoder saved as --init_checkpoint: (tmp, the initial encoder values, results)."""
   tmp = tmp_path_factory.mktemp("feature_based")
-  make_toy(tmp / "data", {"train": 40, "dev": 12})
+  make_conll(tmp / "data", {"train": 40, "dev": 12})
   CONFIG.to_json_file(str(tmp / "bert_config.json"))
   tf_keras.utils.set_random_seed(7)
   encoder = build_encoder(CONFIG)
   create_variables(encoder)
   init = tf.train.Checkpoint(encoder=encoder).write(str(tmp / "init" / "ckpt"))
   initial = {v.name: v.numpy() for v in encoder.weights}
-  task = ner.NerTask.from_data(str(tmp / "data"), max_seq_length=32,
-                               feature_based="concat_last_four", lstm_units=16)
+  task = tasks.build("ner", {"max_seq_length": 32, "feature_based": "concat_last_four",
+                             "lstm_units": 16}, data_dir=str(tmp / "data"))
   args = runner.RunArgs(output_dir=str(tmp / "out"),
                         bert_config_file=str(tmp / "bert_config.json"), vocab_file=VOCAB,
                         init_checkpoint=init, do_train=True, do_eval=True, train_batch_size=16,
@@ -189,7 +190,7 @@ def test_task_config_and_export_rebuild_the_same_tagger(trained):
 
 
 def test_cli_refuses_a_bad_name_in_one_line(tmp_path):
-  make_toy(tmp_path / "data", {"train": 2, "dev": 1})
+  make_conll(tmp_path / "data", {"train": 2, "dev": 1})
   CONFIG.to_json_file(str(tmp_path / "c.json"))
   result = subprocess.run(
       [sys.executable, "-m", "bert_tf.scripts.run_ner", f"--data_dir={tmp_path / 'data'}",

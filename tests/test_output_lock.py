@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from bert_tf.common import output_lock
-from test_run_classifier import VOCAB
+from toys import VOCAB
 
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
 HOLD = ("import sys, time\n"

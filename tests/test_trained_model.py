@@ -14,16 +14,15 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from bert_tf import tasks
 from bert_tf.common.errors import DataError
 from bert_tf.modeling import checkpoints
-from bert_tf.tasks import ner, runner, squad
-from bert_tf.tasks.classification import ClassificationTask
+from bert_tf.tasks import runner, squad
 from bert_tf.training import distribute
 from bert_tf.training import pretraining
-from test_ner import make_toy
-from test_run_classifier import MINILM, VOCAB, _tuner, make_sst2, make_stsb, toy_args
-from test_run_classifier import tiny_config
-from test_training import CONFIG, PREDS, SEQ, write_pretraining_records
+from tiny_pretraining import CONFIG, PREDS, SEQ, write_pretraining_records
+from toys import (MINILM, VOCAB, classifier_runner, make_conll, make_sst2, make_stsb, tiny_config,
+                  toy_args)
 
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
 ONE_DEVICE = distribute.get_strategy("one_device")
@@ -42,7 +41,7 @@ def sst2(tmp_path_factory):
   make_sst2(os.path.join(tmp, "data"), num_train=64, num_dev=16, num_test=10)
   args = toy_args(tmp, os.path.join(tmp, "data"), os.path.join(tmp, "out"), do_train=True,
                   do_predict=True, num_train_epochs=2)
-  _tuner(args).run()
+  classifier_runner(args).run()
   return args
 
 
@@ -50,21 +49,21 @@ def test_a_fine_tuned_init_checkpoint_predicts_with_its_head(sst2, tmp_path, cap
   caplog.set_level(logging.INFO, logger="absl")  # Whatever verbosity an earlier test left.
   args = dict(sst2, do_train=False, output_dir=str(tmp_path / "new"), init_checkpoint=
               sst2["output_dir"], bert_config_file=None, vocab_file=None)
-  _tuner(args).run()
+  classifier_runner(args).run()
   assert (_read(tmp_path / "new" / "test_results.tsv") ==
           _read(os.path.join(sst2["output_dir"], "test_results.tsv")))
   assert "initialized the whole model, head included" in caplog.text
   # At the trained model's global step, as its checkpoint says.
   trained = tf.train.latest_checkpoint(sst2["output_dir"])
-  _, step = _tuner(dict(args, output_dir=str(tmp_path / "new2"))).restore()
+  _, step = classifier_runner(dict(args, output_dir=str(tmp_path / "new2"))).restore()
   assert step > 0 and trained.endswith(f"ckpt-{step}")
 
 
 def _as_tf1(output_dir: str, folder, head: tuple[str, str]) -> str:
   """A trained classifier's weights under google-research/bert's names, its head under
   `head` (kernel [outputs, hidden], bias), with bert_config.json and vocab.txt: the prefix."""
-  task = ClassificationTask.from_data("SST-2", os.path.join(os.path.dirname(output_dir),
-                                                            "data"), 32)
+  task = tasks.build("classification", {"task_name": "SST-2", "max_seq_length": 32},
+                     data_dir=os.path.join(os.path.dirname(output_dir), "data"))
   config = checkpoints.load_config(output_dir)
   model = task.build_model(config)
   runner.restore(model, tf.train.latest_checkpoint(output_dir))
@@ -98,7 +97,7 @@ def test_the_originals_fine_tuned_tf1_checkpoint_predicts_with_its_head(sst2, tm
   prefix = _as_tf1(sst2["output_dir"], tmp_path / "tf1", ("output_weights", "output_bias"))
   args = dict(sst2, do_train=False, output_dir=str(tmp_path / "new"), init_checkpoint=prefix,
               bert_config_file=None, vocab_file=None)
-  _tuner(args).run()
+  classifier_runner(args).run()
   np.testing.assert_allclose(np.loadtxt(tmp_path / "new" / "test_results.tsv"),
                              np.loadtxt(os.path.join(sst2["output_dir"], "test_results.tsv")),
                              atol=2e-6)
@@ -107,7 +106,7 @@ def test_the_originals_fine_tuned_tf1_checkpoint_predicts_with_its_head(sst2, tm
                    ("cls/squad/output_weights", "cls/squad/output_bias"))
   with pytest.raises(ValueError, match="its head is run_squad's cls/squad/output_weights, not "
                      "a classification head, so without --do_train"):
-    _tuner(dict(args, init_checkpoint=prefix, output_dir=str(tmp_path / "new2")))
+    classifier_runner(dict(args, init_checkpoint=prefix, output_dir=str(tmp_path / "new2")))
 
 
 def test_nothing_untrained_predicts(sst2, tmp_path):
@@ -116,13 +115,13 @@ def test_nothing_untrained_predicts(sst2, tmp_path):
   with pytest.raises(ValueError, match=f"^--init_checkpoint={MINILM}: a Hugging Face model "
                      "fills the encoder only, so without --do_train the classification head "
                      "would be untrained"):
-    _tuner(dict(args, init_checkpoint=MINILM))
+    classifier_runner(dict(args, init_checkpoint=MINILM))
   # A checkpoint with no task_config.json beside it: a pretraining one.
   pretrained = tmp_path / "pretrained"
   shutil.copytree(sst2["output_dir"], pretrained,
                   ignore=shutil.ignore_patterns("task_config.json", "*.tf_record"))
   with pytest.raises(ValueError, match="no task_config.json beside it"):
-    _tuner(dict(args, init_checkpoint=str(pretrained)))
+    classifier_runner(dict(args, init_checkpoint=str(pretrained)))
 
 
 def test_an_init_checkpoint_with_other_labels_trains_a_fresh_head(sst2, tmp_path, caplog):
@@ -130,7 +129,7 @@ def test_an_init_checkpoint_with_other_labels_trains_a_fresh_head(sst2, tmp_path
   make_stsb(tmp_path / "data")
   args = toy_args(str(tmp_path), tmp_path / "data", tmp_path / "out", task_name="STS-B",
                   do_train=True, num_train_epochs=0.07, init_checkpoint=sst2["output_dir"])
-  _tuner(args).run()
+  classifier_runner(args).run()
   fresh = [r.getMessage() for r in caplog.records if "head is drawn fresh" in r.getMessage()]
   assert len(fresh) == 1 and "the trained model has ['0', '1']" in fresh[0], fresh
 
@@ -140,8 +139,9 @@ def test_an_init_checkpoint_with_other_labels_trains_a_fresh_head(sst2, tmp_path
 def toy_ner(tmp_path_factory):
   """A short run (max_seq_length 32, no document context) on the toy NER: output_dir."""
   tmp = tmp_path_factory.mktemp("ner")
-  make_toy(tmp / "data", {"train": 12, "dev": 4})
-  task = ner.NerTask.from_data(str(tmp / "data"), max_seq_length=32, document_context=False)
+  make_conll(tmp / "data", {"train": 12, "dev": 4})
+  task = tasks.build("ner", {"max_seq_length": 32, "document_context": False},
+                     data_dir=str(tmp / "data"))
   args = runner.RunArgs(output_dir=str(tmp / "out"), bert_config_file=tiny_config(
       tmp / "bert_config.json"), vocab_file=VOCAB, do_train=True, do_predict=True,
       train_batch_size=16, predict_batch_size=16, learning_rates=(5e-3,), num_train_epochs=2)
@@ -152,7 +152,7 @@ def toy_ner(tmp_path_factory):
 def _predict(data, output_dir, task_args=None, **args):
   """A predict-only run; the task from the data with `task_args`, else the flags' defaults
   (max_seq_length 128, document context)."""
-  task = ner.NerTask.from_data(str(data), **(task_args or {}))
+  task = tasks.build("ner", task_args, data_dir=str(data))
   return runner.run(task, runner.RunArgs(output_dir=str(output_dir), do_predict=True, **args),
                     ONE_DEVICE)
 

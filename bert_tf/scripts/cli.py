@@ -17,6 +17,7 @@ import tensorflow as tf
 
 from bert_tf.common import errors
 from bert_tf.common import output_lock
+from bert_tf import tasks
 from bert_tf.training import distribute
 from bert_tf.tasks import runner
 from bert_tf.training import loop
@@ -148,9 +149,14 @@ def check_data_outside_output(task, args) -> None:
                               folder=True)
 
 
-def fine_tune(task) -> dict:
-  """Runs the fine-tuning task as the flags ask (`runner.run`): its data kept outside
+def fine_tune(kind: str) -> dict:
+  """Runs the fine-tuning task registered as `kind` as the flags ask (`runner.run`): the task
+  built from the flags of its config's fields and of its inputs, its data kept outside
   --output_dir, the SavedModel writer for --export_dir."""
+  task_class = tasks.task_class(kind)
+  fields = [f.name for f in dataclasses.fields(task_class.config_class)]
+  task = tasks.build(kind, {name: FLAGS[name].value for name in fields if name in FLAGS},
+                     **{name: FLAGS[name].value for name in task_class.input_args})
   args = args_from_flags(runner.RunArgs, learning_rates=learning_rates())
   strategy = strategy_from_flags()
   check_data_outside_output(task, args)

@@ -19,9 +19,6 @@ from absl import flags
 
 from bert_tf.scripts import cli
 from bert_tf.tasks import glue
-from bert_tf.tasks.classification import ClassificationTask
-
-FLAGS = flags.FLAGS
 
 flags.DEFINE_string("data_dir", None, "The input data dir. Should contain the .tsv files (or "
                     "other data files) for the task.")
@@ -32,9 +29,7 @@ cli.define_fine_tuning_flags(max_seq_length=128)
 
 
 def main() -> dict:
-  return cli.fine_tune(ClassificationTask.from_data(
-      FLAGS.task_name, FLAGS.data_dir, FLAGS.max_seq_length, FLAGS.do_lower_case,
-      FLAGS.xnli_language))
+  return cli.fine_tune("classification")
 
 
 def run():

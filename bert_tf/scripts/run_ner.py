@@ -28,8 +28,6 @@ from absl import flags
 from bert_tf.scripts import cli
 from bert_tf.tasks import ner
 
-FLAGS = flags.FLAGS
-
 flags.DEFINE_string("data_dir", None, "The input data dir: train.txt, dev.txt and test.txt in "
                     "the CoNLL-2003 layout (or `word<TAB>tag` lines).")
 flags.DEFINE_enum("scheme", "auto", ["auto", *ner.SCHEMES], "The tagging scheme of the files: "
@@ -46,9 +44,7 @@ cli.define_fine_tuning_flags(max_seq_length=128)
 
 
 def main() -> dict:
-  return cli.fine_tune(ner.NerTask.from_data(
-      FLAGS.data_dir, FLAGS.max_seq_length, FLAGS.do_lower_case, FLAGS.scheme,
-      FLAGS.document_context, FLAGS.feature_based, FLAGS.lstm_units))
+  return cli.fine_tune("ner")
 
 
 def run():

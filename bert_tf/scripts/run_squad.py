@@ -17,9 +17,6 @@ The export answers raw questions about raw passages (`bert_tf.tasks.squad_servin
 from absl import flags
 
 from bert_tf.scripts import cli
-from bert_tf.tasks import squad
-
-FLAGS = flags.FLAGS
 
 flags.DEFINE_string("train_file", None, "SQuAD json for training. E.g., train-v1.1.json")
 flags.DEFINE_string("predict_file", None, "SQuAD json for predictions. E.g., dev-v1.1.json or "
@@ -44,9 +41,7 @@ cli.define_fine_tuning_flags(max_seq_length=384)
 
 
 def main() -> dict:
-  return cli.fine_tune(squad.SquadTask(
-      cli.args_from_flags(squad.SquadConfig), train_file=FLAGS.train_file,
-      predict_file=FLAGS.predict_file, verbose_logging=FLAGS.verbose_logging))
+  return cli.fine_tune("squad")
 
 
 def run():

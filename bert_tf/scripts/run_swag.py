@@ -17,9 +17,7 @@ test example's probabilities of its endings); see `bert_tf.tasks.runner` for the
 from absl import flags
 
 from bert_tf.scripts import cli
-from bert_tf.tasks.multiple_choice import TASK_NAMES, MultipleChoiceTask
-
-FLAGS = flags.FLAGS
+from bert_tf.tasks.multiple_choice import TASK_NAMES
 
 flags.DEFINE_string("data_dir", None, "The input data dir: SWAG's train.csv, val.csv and "
                     "test.csv, or a generic task's train, dev and test files.")
@@ -29,8 +27,7 @@ cli.define_fine_tuning_flags(max_seq_length=128)
 
 
 def main() -> dict:
-  return cli.fine_tune(MultipleChoiceTask.from_data(
-      FLAGS.task_name, FLAGS.data_dir, FLAGS.max_seq_length, FLAGS.do_lower_case))
+  return cli.fine_tune("multiple_choice")
 
 
 def run():

@@ -28,7 +28,6 @@ long texts are truncated to max_seq_length like the training features, an empty 
 import dataclasses
 import os
 
-from official.nlp.modeling import layers
 import numpy as np
 import tensorflow as tf
 import tf_keras
@@ -37,9 +36,10 @@ from bert_tf.common.files import write_text
 from bert_tf.modeling.configs import BertConfig
 from bert_tf.modeling.task_models import build_classifier
 from bert_tf.tasks import glue
+from bert_tf.tasks import register
 from bert_tf.tasks import metrics as metrics_lib
 from bert_tf.tasks.glue import InputExample
-from bert_tf.tasks.inputs import IDS_SIGNATURE, pack
+from bert_tf.tasks.inputs import IDS_SIGNATURE, TextPacker, ids_signature, pack
 from bert_tf.tasks.losses import softmax_loss
 from bert_tf.tasks.task import Features, FineTuningTask, TaskConfig
 from bert_tf.tokenization import FullTokenizer
@@ -90,31 +90,27 @@ def convert_examples(examples: list[InputExample], label_list: list[str] | None,
   return features
 
 
+@register
 class ClassificationTask(FineTuningTask):
   """A GLUE, XNLI or generic task (see `glue.get_task_data`) in data_dir."""
   config_class = ClassificationConfig
   tf1_head = ("output_weights", "output_bias")  # run_classifier's, on the pooled output.
+  input_args = ("data_dir", "xnli_language")
 
   def __init__(self, config: ClassificationConfig, data_dir: str | None = None,
                xnli_language: str = "zh"):
-    super().__init__(config)
-    self.data_dir = data_dir
+    super().__init__(config, data_dir)
     self.data = glue.get_task_data(config.task_name, data_dir or "", xnli_language)
     self.primary_metric = self.data.primary_metric
 
   @classmethod
-  def from_data(cls, task_name: str, data_dir: str, max_seq_length: int = 128,
-                do_lower_case: bool = True, xnli_language: str = "zh") -> "ClassificationTask":
-    """The task with its labels and pairing read from the data (a generic task's labels are
+  def data_settings(cls, settings: dict, data_dir: str = "", xnli_language: str = "zh"
+                    ) -> dict:
+    """The task's name as GLUE spells it, its labels and pairing (a generic task's labels are
     those of its training file)."""
-    data = glue.get_task_data(task_name, data_dir, xnli_language)
-    config = ClassificationConfig(max_seq_length, do_lower_case, data.name,
-                                  data.label_list(data_dir), data.is_pair)
-    return cls(config, data_dir, xnli_language)
-
-  @classmethod
-  def from_config(cls, config: ClassificationConfig, data: str | None = None):
-    return cls(config, data)
+    data = glue.get_task_data(settings.get("task_name", "generic"), data_dir, xnli_language)
+    return {"task_name": data.name, "labels": data.label_list(data_dir),
+            "is_pair": data.is_pair}
 
   @property
   def regression(self) -> bool:
@@ -206,32 +202,18 @@ class ClassificationTask(FineTuningTask):
 class ClassifierServing(tf.Module):
   """The classifier with its tokenizer and label names: what the SavedModel holds.
 
-  Tracked for saving: the Keras model and the tokenizer's TF module (whose vocabulary
-  becomes an asset); the label names are constants of the graph.
+  Tracked for saving: the Keras model and the text packer (its tokenizer's vocabulary becomes
+  an asset); the label names are constants of the graph.
   """
 
   def __init__(self, model: tf_keras.Model, tokenizer: FullTokenizer, max_seq_length: int,
                label_names: list[str] | None, is_pair: bool):
     super().__init__(name="classifier_serving")
     self.model = model
-    self.tokenizer = tokenizer.module
-    self.special_ids = dict(start_of_sequence_id=tokenizer.cls_id,
-                            end_of_segment_id=tokenizer.sep_id, padding_id=tokenizer.pad_id)
-    self.max_seq_length = max_seq_length
+    self.pack = TextPacker(tokenizer, max_seq_length)
     self.is_pair = is_pair
     self.regression = label_names is None
     self.label_names = None if self.regression else tf.constant(label_names)
-
-  def pack(self, text_a: tf.Tensor, text_b: tf.Tensor | None = None) -> dict:
-    """string [batch] (x2) → the model's three int32 inputs [batch, max_seq_length]."""
-    segments = [self.tokenizer(text_a)]
-    if text_b is not None:
-      segments.append(self.tokenizer(text_b))
-    # Round-robin trimming keeps the same ids as the training features' truncate_pair.
-    packed = layers.BertPackInputs.bert_pack_inputs(
-        segments, self.max_seq_length, truncator="round_robin", **self.special_ids)
-    # int32, as serve_token_ids takes them: the model then runs the same graph on both.
-    return {name: tf.cast(ids, tf.int32) for name, ids in packed.items()}
 
   def predict_ids(self, inputs: dict) -> dict:
     """The model's three inputs, int32 [batch, seq] → logits, probabilities and label (see
@@ -251,11 +233,5 @@ class ClassifierServing(tf.Module):
     else:
       serve_text = tf.function(lambda text_a: self.predict_ids(self.pack(text_a)),
                                input_signature=[text])
-    ids = tf.TensorSpec([None, None], tf.int32)
-    serve_ids = tf.function(
-        lambda input_word_ids, input_mask, input_type_ids: self.predict_ids(
-            dict(input_word_ids=input_word_ids, input_mask=input_mask,
-                 input_type_ids=input_type_ids)),
-        input_signature=[ids, ids, ids])
     return {"serving_default": serve_text.get_concrete_function(),
-            IDS_SIGNATURE: serve_ids.get_concrete_function()}
+            IDS_SIGNATURE: ids_signature(self.predict_ids, [None, None])}

@@ -1,8 +1,15 @@
 """How the original packs a task's text for the encoder (whose inputs are
 `bert_tf.modeling.encoder.INPUT_NAMES`): `[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]` from token
-ids, a pair truncated from the longer text (the original's `_truncate_seq_pair`); and the name
-of the signature that serves token ids."""
+ids, a pair truncated from the longer text (the original's `_truncate_seq_pair`), in numpy for
+the records (`pack`) and in the serving graph from raw text (`TextPacker`); and the signature
+that serves token ids."""
+from typing import Callable
+
 import numpy as np
+from official.nlp.modeling import layers
+import tensorflow as tf
+
+from bert_tf.modeling.encoder import INPUT_NAMES
 
 # A served model's second signature: the encoder's three inputs, already packed.
 IDS_SIGNATURE = "serve_token_ids"
@@ -36,3 +43,36 @@ def pack(ids_a: np.ndarray, ids_b: np.ndarray | None, max_seq_length: int, token
   segment_ids[len(ids_a) + 2:len(ids)] = 1
   return {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids}
 
+
+class TextPacker(tf.Module):
+  """In a serving graph: raw text → the encoder's three inputs, the ids `pack` gives the
+  records (the tokenizer's TF module, which carries the vocabulary as an asset; the Model
+  Garden's BertPackInputs, whose round-robin trimming keeps truncate_pair's ids)."""
+
+  def __init__(self, tokenizer, max_seq_length: int):
+    super().__init__(name="text_packer")
+    self.tokenizer = tokenizer.module
+    self.special_ids = dict(start_of_sequence_id=tokenizer.cls_id,
+                            end_of_segment_id=tokenizer.sep_id, padding_id=tokenizer.pad_id)
+    self.max_seq_length = max_seq_length
+
+  def __call__(self, text_a: tf.Tensor, text_b: tf.Tensor | None = None) -> dict:
+    """string [batch] (x2) → {INPUT_NAMES: int32 [batch, max_seq_length]}."""
+    segments = [self.tokenizer(text_a)]
+    if text_b is not None:
+      segments.append(self.tokenizer(text_b))
+    packed = layers.BertPackInputs.bert_pack_inputs(
+        segments, self.max_seq_length, truncator="round_robin", **self.special_ids)
+    # int32, as the token-ids signature takes them: the model then runs one graph for both.
+    return {name: tf.cast(ids, tf.int32) for name, ids in packed.items()}
+
+
+def ids_signature(predict_ids: Callable[[dict], dict], shape: list):
+  """IDS_SIGNATURE's concrete function: the encoder's three inputs (INPUT_NAMES), int32 of
+  `shape` ([None, None], or [None, num_choices, None]) → predict_ids({name: ids})."""
+  spec = tf.TensorSpec(shape, tf.int32)
+  serve = tf.function(
+      lambda input_word_ids, input_mask, input_type_ids: predict_ids(dict(
+          zip(INPUT_NAMES, (input_word_ids, input_mask, input_type_ids)))),
+      input_signature=[spec] * len(INPUT_NAMES))
+  return serve.get_concrete_function()

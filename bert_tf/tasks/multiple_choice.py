@@ -35,7 +35,6 @@ import os
 import re
 from typing import ClassVar
 
-from official.nlp.modeling import layers
 import numpy as np
 import tensorflow as tf
 import tf_keras
@@ -45,8 +44,9 @@ from bert_tf.common.files import write_text
 from bert_tf.modeling.configs import BertConfig
 from bert_tf.modeling.encoder import INPUT_NAMES
 from bert_tf.modeling.task_models import build_classifier
+from bert_tf.tasks import register
 from bert_tf.tasks import text_files
-from bert_tf.tasks.inputs import IDS_SIGNATURE, pack
+from bert_tf.tasks.inputs import IDS_SIGNATURE, TextPacker, ids_signature, pack
 from bert_tf.tasks.losses import softmax_loss
 from bert_tf.tasks.task import Features, FineTuningTask, TaskConfig
 from bert_tf.tokenization import FullTokenizer
@@ -243,21 +243,20 @@ def build_model(config: BertConfig, num_choices: int) -> MultipleChoiceModel:
   return model
 
 
+@register
 class MultipleChoiceTask(FineTuningTask):
   """SWAG or a generic multiple-choice dataset (module docstring) in data_dir."""
   config_class = MultipleChoiceConfig
   primary_metric = "accuracy"
 
   def __init__(self, config: MultipleChoiceConfig, data_dir: str | None = None):
-    super().__init__(config)
-    self.data_dir = data_dir or ""
+    super().__init__(config, data_dir or "")
     self.layout = SWAG if config.task_name == "swag" else generic_layout(self.data_dir)
 
   @classmethod
-  def from_data(cls, task_name: str, data_dir: str, max_seq_length: int = 128,
-                do_lower_case: bool = True) -> "MultipleChoiceTask":
-    """The task with its number of endings read from the data (SWAG: 4)."""
-    task_name = task_name.lower()
+  def data_settings(cls, settings: dict, data_dir: str = "") -> dict:
+    """The number of endings read from the data (SWAG: 4)."""
+    task_name = settings.get("task_name", "swag").lower()
     num_choices = 4
     if task_name == "generic":
       files = [os.path.join(data_dir, f) for f in generic_layout(data_dir).files.values()]
@@ -265,12 +264,7 @@ class MultipleChoiceTask(FineTuningTask):
       if not found:
         raise DataError(f"{files[0]}: file not found (nor the dev and test files)")
       num_choices = count_endings(found[0])
-    return cls(MultipleChoiceConfig(max_seq_length, do_lower_case, task_name, num_choices),
-               data_dir)
-
-  @classmethod
-  def from_config(cls, config: MultipleChoiceConfig, data: str | None = None):
-    return cls(config, data)
+    return {"task_name": task_name, "num_choices": num_choices}
 
   def split_file(self, split: str) -> str:
     return os.path.join(self.data_dir, self.layout.files[split])
@@ -339,9 +333,7 @@ class ChoiceServing(tf.Module):
                num_choices: int):
     super().__init__(name="choice_serving")
     self.model = model
-    self.tokenizer = tokenizer.module
-    self.special_ids = dict(start_of_sequence_id=tokenizer.cls_id,
-                            end_of_segment_id=tokenizer.sep_id, padding_id=tokenizer.pad_id)
+    self.packer = TextPacker(tokenizer, max_seq_length)
     self.max_seq_length = max_seq_length
     self.num_choices = num_choices
 
@@ -352,13 +344,8 @@ class ChoiceServing(tf.Module):
     # [batch * num_choices]: example b's context and ending i at b * num_choices + i.
     contexts = tf.repeat(context, self.num_choices)
     endings = tf.reshape(tf.stack(endings, axis=1), [-1])
-    # Round-robin trimming keeps the same ids as the training features' truncate_pair.
-    packed = layers.BertPackInputs.bert_pack_inputs(
-        [self.tokenizer(contexts), self.tokenizer(endings)], self.max_seq_length,
-        truncator="round_robin", **self.special_ids)
-    return {name: tf.reshape(tf.cast(ids, tf.int32),
-                             [batch_size, self.num_choices, self.max_seq_length])
-            for name, ids in packed.items()}
+    return {name: tf.reshape(ids, [batch_size, self.num_choices, self.max_seq_length])
+            for name, ids in self.packer(contexts, endings).items()}
 
   def predict_ids(self, inputs: dict) -> dict:
     """The model's three inputs, int32 [batch, num_choices, seq] → logits, probabilities and
@@ -373,11 +360,5 @@ class ChoiceServing(tf.Module):
     serve_text = tf.function(
         lambda context, *endings: self.predict_ids(self.pack(context, list(endings))),
         input_signature=[tf.TensorSpec([None], tf.string, name=n) for n in names])
-    ids = tf.TensorSpec([None, self.num_choices, None], tf.int32)
-    serve_ids = tf.function(
-        lambda input_word_ids, input_mask, input_type_ids: self.predict_ids(
-            dict(input_word_ids=input_word_ids, input_mask=input_mask,
-                 input_type_ids=input_type_ids)),
-        input_signature=[ids, ids, ids])
     return {"serving_default": serve_text.get_concrete_function(),
-            IDS_SIGNATURE: serve_ids.get_concrete_function()}
+            IDS_SIGNATURE: ids_signature(self.predict_ids, [None, self.num_choices, None])}

@@ -55,6 +55,7 @@ from bert_tf.common.files import write_text
 from bert_tf.modeling.configs import BertConfig
 from bert_tf.modeling.encoder import INPUT_NAMES, build_encoder, create_variables, initializer
 from bert_tf.modeling.feature_extractor import FeatureExtractor
+from bert_tf.tasks import register
 from bert_tf.tasks import text_files
 from bert_tf.tasks.task import Features, FineTuningTask, TaskConfig
 from bert_tf.tokenization import FullTokenizer
@@ -391,6 +392,7 @@ class FeatureBasedTagger(tf_keras.Model):
                                 training=training)}
 
 
+@register
 class NerTask(FineTuningTask):
   """CoNLL-2003-style NER from data_dir's train.txt, dev.txt and test.txt."""
   config_class = NerConfig
@@ -400,30 +402,20 @@ class NerTask(FineTuningTask):
   label_noun = "tags"
 
   def __init__(self, config: NerConfig, data_dir: str | None = None):
-    super().__init__(config)
-    self.data_dir = data_dir
+    super().__init__(config, data_dir)
     self._examples = {}  # split -> its sentences, read once.
 
   @classmethod
-  def from_data(cls, data_dir: str, max_seq_length: int = 128, do_lower_case: bool = True,
-                scheme: str = "auto", document_context: bool = True, feature_based: str = "",
-                lstm_units: int = 768) -> "NerTask":
-    """The task with its labels (and, for scheme "auto", its scheme) from train.txt."""
-    NerConfig(feature_based=feature_based, lstm_units=lstm_units)  # Flags before the data.
+  def data_settings(cls, settings: dict, data_dir: str = "") -> dict:
+    """The labels of train.txt and, for scheme "auto" (the default), the scheme it follows."""
+    # The settings' own errors (a flag) before the data's.
+    NerConfig(**{k: v for k, v in settings.items() if k not in ("labels", "scheme")})
     path = os.path.join(data_dir, FILES["train"])
     train = read_conll(path)
     if not train:
       raise DataError(f"{path}: no sentences (the label set is the training file's tags)")
-    config = NerConfig(max_seq_length, do_lower_case, label_list(train),
-                       check_scheme(path, train, scheme), document_context, feature_based,
-                       lstm_units)
-    task = cls(config, data_dir)
-    task._examples["train"] = train  # pylint: disable=protected-access
-    return task
-
-  @classmethod
-  def from_config(cls, config: NerConfig, data: str | None = None) -> "NerTask":
-    return cls(config, data)
+    return {"labels": label_list(train),
+            "scheme": check_scheme(path, train, settings.get("scheme", "auto"))}
 
   # Examples.
   def splits(self, mode: str) -> list[str]:

@@ -38,6 +38,7 @@ from bert_tf.common.files import write_text
 from bert_tf.modeling.configs import BertConfig
 from bert_tf.modeling.encoder import build_encoder, create_variables, initializer
 from bert_tf.tasks import squad_eval
+from bert_tf.tasks import register
 from bert_tf.tasks import text_files
 from bert_tf.tasks.task import Features, FineTuningTask, TaskConfig
 from bert_tf.tokenization import FullTokenizer, split_words
@@ -378,6 +379,7 @@ class _SpanSearch:
     return range(self._bounds[index], self._bounds[index + 1])
 
 
+@register
 class SquadTask(FineTuningTask):
   """SQuAD v1.1 / v2.0 (`config.version_2_with_negative`): train on --train_file, predict
   (and evaluate, when it has answers) on --predict_file, as run_squad.py."""
@@ -387,6 +389,7 @@ class SquadTask(FineTuningTask):
   example_noun = "questions"
   # run_squad's output layer on the sequence output: start and end logits.
   tf1_head = ("cls/squad/output_weights", "cls/squad/output_bias")
+  input_args = ("train_file", "predict_file", "verbose_logging")
 
   def __init__(self, config: SquadConfig, train_file: str | None = None,
                predict_file: str | None = None, verbose_logging: bool = False):

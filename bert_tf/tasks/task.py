@@ -21,9 +21,11 @@ A task is one file (`classification.py`, `squad.py`, ...) holding, in this order
   serving      serving_module(model, tokenizer): a tf.Module whose `signatures()` take raw
                text; warmup_inputs(examples): sample requests for TF Serving's warm-up
 
-The task's `config` (a `TaskConfig` dataclass) is what export needs to rebuild and serve the
-model: it is written as task_config.json beside the checkpoints and read back with
-`tasks.task_from_config_file`.
+A task registers under its config's `kind` (`bert_tf.tasks.register`) and is built by name:
+to run, from its settings and inputs (`from_data`, through `bert_tf.tasks.build`); to export,
+from its config alone (`from_config`). The task's `config` (a `TaskConfig` dataclass) is what
+export needs to rebuild and serve the model: it is written as task_config.json beside the
+checkpoints and read back with `runner.read_task_config`.
 """
 import abc
 import dataclasses
@@ -46,7 +48,7 @@ MODES = ("train", "eval", "predict")
 @dataclasses.dataclass
 class TaskConfig:
   """A task's settings that outlive the run: subclass with the task's fields. `kind` (a class
-  attribute, not a field) names the task class in `bert_tf.tasks.TASKS`."""
+  attribute, not a field) is the name its task class registers under (`bert_tf.tasks`)."""
   kind: ClassVar[str] = ""
   # The settings a trained model fixes: a run that does not train takes them from the trained
   # run's task_config.json (a flag given that disagrees is refused); those among `data_fields`
@@ -111,16 +113,38 @@ class FineTuningTask(abc.ABC):
   # google-research/bert's fine-tuned output layer that this task's head is (its kernel's and
   # bias's names: run_classifier's `output_weights`, run_squad's `cls/squad/...`), if any.
   tf1_head: ClassVar[tuple[str, str] | None] = None
+  # The constructor's keyword arguments beyond the config: where the task's data is and how
+  # it is read (the run_* scripts' flags of the same names).
+  input_args: ClassVar[tuple[str, ...]] = ("data_dir",)
 
-  def __init__(self, config: TaskConfig):
+  def __init__(self, config: TaskConfig, data_dir: str | None = None):
     self.config = config
+    self.data_dir = data_dir
+
+  @classmethod
+  def from_data(cls, settings: dict, **inputs) -> "FineTuningTask":
+    """The task to run: its config from `settings` (its fields; omitted ones take their
+    defaults) and, for `TaskConfig.data_fields`, from the data (`data_settings`)."""
+    unknown = sorted(set(inputs) - set(cls.input_args))
+    if unknown:
+      raise TypeError(f"{cls.__qualname__}: unknown inputs {', '.join(unknown)}; it takes "
+                      f"{', '.join(cls.input_args)}")
+    settings = {**settings, **cls.data_settings(settings, **inputs)}
+    config = cls.config_class.from_dict(settings, f"{cls.config_class.kind} settings")
+    return cls(config, **inputs)
+
+  @classmethod
+  def data_settings(cls, settings: dict, **inputs) -> dict:
+    """The config's fields that the data decides (the labels of the training file...), given
+    the other settings and the inputs; DataError naming the file if it cannot tell."""
+    del settings, inputs  # A task whose data decides nothing.
+    return {}
 
   @classmethod
   def from_config(cls, config: TaskConfig, data: str | None = None) -> "FineTuningTask":
     """The task as export needs it: the config, and optionally where its eval examples are
-    (the task's data: a data_dir, a SQuAD file), for warm-up requests."""
-    del data  # Tasks whose examples live somewhere override this.
-    return cls(config)
+    (the task's first input: a data_dir, a SQuAD predict file), for warm-up requests."""
+    return cls(config, data)
 
   # Examples.
   @abc.abstractmethod
