@@ -1,8 +1,9 @@
 """Length-bucketed training batches (`tfrecords.datasets.length_bucketed`): every record drawn
-as often as unbucketed, each batch cut to its bucket and nothing else, seeded; and, for every
-task's layout and model, a cut batch trains on the same loss as the same batch fully padded.
-Evaluation batches keep their records' order, each cut; records evaluated in order of length
-(as the runner writes them) predict what they predict fully padded."""
+as often as unbucketed, each batch cut to its bucket and nothing else, seeded; random batches
+as sorted micro-batches with the padded batch's loss and gradient; evaluation batches keep
+their records' order, each cut; the runner's choice of buckets. That each task's cut batch
+has its padded loss, and predicts in order of length as fully padded, is the task contract's
+(test_task_contract.py)."""
 import collections
 
 import numpy as np
@@ -14,7 +15,6 @@ from bert_tf.modeling.configs import BertConfig
 from bert_tf.tasks import runner
 from bert_tf.tasks.classification import ClassificationConfig, ClassificationTask
 from bert_tf.tasks.multiple_choice import MultipleChoiceConfig, MultipleChoiceTask
-from bert_tf.tasks.ner import NerConfig, NerTask
 from bert_tf.tasks.squad import SquadConfig, SquadTask
 from bert_tf.training import distribute
 from bert_tf.training import loop
@@ -169,8 +169,8 @@ def test_evaluation_batches_keep_the_order_each_cut_to_its_bucket(tmp_path, buck
 
 
 def _task_records(kind: str, rng, num_records: int) -> list[dict]:
-  """Training records of a task's layout, every sequence at most SEQ // 2 tokens (so the
-  bucketed batch is cut) with labels that only point inside each sequence."""
+  """Training records of classification's or multiple choice's layout, every sequence at most
+  SEQ // 2 tokens (so the bucketed batch is cut)."""
   records = []
   for r in range(num_records):
     num_sequences = 4 if kind == "multiple_choice" else 1
@@ -178,65 +178,22 @@ def _task_records(kind: str, rng, num_records: int) -> list[dict]:
     record = _token_columns(rng, lengths, SEQ, 0)
     record["input_ids"] = np.where(record["input_mask"] == 1,
                                    rng.integers(1000, 2000, record["input_ids"].shape), 0)
-    if kind in ("classification", "multiple_choice"):
-      record["label_ids"] = rng.integers(0, num_sequences if num_sequences > 1 else 2, [1])
-      record["is_real_example"] = np.array([1])
-    elif kind == "squad":
-      start = int(rng.integers(0, lengths[0]))
-      record.update(unique_ids=np.array([r]), start_positions=np.array([start]),
-                    end_positions=np.array([int(rng.integers(start, lengths[0]))]),
-                    is_impossible=np.array([0]))
-    else:  # Tagging: a label on some tokens, -1 elsewhere (padding included).
-      labels = np.where(rng.random(SEQ) < 0.6, rng.integers(0, 3, SEQ), -1)
-      record["label_ids"] = np.where(record["input_mask"] == 1, labels, -1)
+    record["label_ids"] = rng.integers(0, num_sequences if num_sequences > 1 else 2, [1])
+    record["is_real_example"] = np.array([1])
     records.append(record)
   return records
 
 
+# Tasks of the padding's three kinds: a loss that ignores it, one per choice, one that reads it
+# (every task holds to the task contract: test_task_contract.py).
 TASKS = {
     "classification": lambda: ClassificationTask(ClassificationConfig(
         max_seq_length=SEQ, labels=["0", "1"])),
     "squad": lambda: SquadTask(SquadConfig(max_seq_length=SEQ, doc_stride=8,
                                            max_query_length=8)),
-    "ner": lambda: NerTask(NerConfig(max_seq_length=SEQ, labels=["O", "B-PER", "I-PER"])),
-    "ner_feature_based": lambda: NerTask(NerConfig(
-        max_seq_length=SEQ, labels=["O", "B-PER", "I-PER"], feature_based="concat_last_four",
-        lstm_units=8)),
     "multiple_choice": lambda: MultipleChoiceTask(MultipleChoiceConfig(
         max_seq_length=SEQ, num_choices=4)),
 }
-
-
-@pytest.mark.parametrize("name", sorted(TASKS))
-def test_a_cut_batch_has_the_loss_of_the_same_batch_fully_padded(name, tmp_path):
-  """What bucketing drops is padding: each task's model and loss (no dropout) give the same
-  loss on a batch cut to half of max_seq_length as on it padded to max_seq_length, except
-  where the task says its loss reads the padding (SQuAD's softmax over every position: the
-  runner trains it unbucketed)."""
-  task = TASKS[name]()
-  kind = "ner" if name.startswith("ner") else name
-  num_records = 8
-  path = str(tmp_path / "train.tf_record")
-  layout = task.record_layout(True)
-  writer.write_records(path, layout, _task_records(kind, np.random.default_rng(1), num_records))
-  config = BertConfig(vocab_size=2000, hidden_size=32, num_hidden_layers=4,
-                      num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)
-  tf.keras.utils.set_random_seed(0)
-  model = task.build_model(config)
-
-  def loss(length_buckets):
-    # One batch of every record: the loss is a mean over them, whatever their order.
-    [batch] = datasets.record_dataset([path], layout, num_records, True, seed=0,
-                                      length_buckets=length_buckets,
-                                      records_per_epoch=num_records).take(1)
-    return batch["input_word_ids"].shape[1], task.loss(batch, model(batch, training=False))[0]
-
-  padded_length, padded_loss = loss(0)
-  cut_length, cut_loss = loss(4)
-  num_sequences = 4 if kind == "multiple_choice" else 1
-  assert (padded_length, cut_length) == (num_sequences * SEQ, num_sequences * SEQ // 2)
-  same = np.allclose(cut_loss.numpy(), padded_loss.numpy(), rtol=1e-5)
-  assert same != task.loss_reads_padding, (cut_loss, padded_loss)
 
 
 @pytest.mark.parametrize("jit_compile,flag,expected", [
@@ -248,46 +205,6 @@ def test_the_runner_buckets_by_exact_lengths_unless_compiled(jit_compile, flag, 
   args = runner.RunArgs(output_dir="unused", jit_compile=jit_compile, length_buckets=flag)
   assert runner.batch_length_buckets(args, TASKS["classification"](), strategy) == expected
   assert runner.batch_length_buckets(args, TASKS["squad"](), strategy) == 0
-
-
-@pytest.mark.parametrize("name", ["classification", "multiple_choice", "ner",
-                                  "ner_feature_based"])
-def test_evaluation_in_order_of_length_predicts_as_fully_padded(name, tmp_path):
-  """The runner's evaluation with buckets: records written in order of length (`by_length`),
-  batches cut, each task's predict_outputs, outputs put back in order (`in_feature_order`):
-  the outputs of the same records written in order and padded to max_seq_length."""
-  task = TASKS[name]()
-  kind = "ner" if name.startswith("ner") else name
-  layout = task.record_layout(False)
-  records = _task_records(kind, np.random.default_rng(2), 24)
-  config = BertConfig(vocab_size=2000, hidden_size=32, num_hidden_layers=4,
-                      num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)
-  tf.keras.utils.set_random_seed(0)
-  model = task.build_model(config)
-
-  def outputs(order, length_buckets):
-    path = str(tmp_path / f"eval_{length_buckets}.tf_record")
-    writer.write_records(path, layout, [records[i] for i in order])
-    batches, lengths = [], set()
-    for batch in datasets.record_dataset([path], layout, 8, False,
-                                         length_buckets=length_buckets):
-      lengths.add(batch["input_word_ids"].shape[1])
-      batches.append(task.predict_outputs(batch, model(batch, training=False)))
-    return {k: np.concatenate([b[k].numpy() for b in batches]) for k in batches[0]}, lengths
-
-  padded, padded_lengths = outputs(np.arange(len(records)), 0)
-  order = runner.by_length(records, layout)
-  cut, cut_lengths = outputs(order, SEQ)
-  cut = runner.in_feature_order(cut, order)
-  num_sequences = 4 if kind == "multiple_choice" else 1
-  assert padded_lengths == {num_sequences * SEQ} and max(cut_lengths) < num_sequences * SEQ
-  assert cut.keys() == padded.keys()
-  real = np.stack([r["input_mask"] for r in records]) == 1
-  for key in cut:
-    assert cut[key].shape == padded[key].shape
-    if kind == "ner":  # Per token: what post-processing reads, the tokens (padding cut off).
-      cut[key], padded[key] = cut[key][real], padded[key][real]
-    np.testing.assert_allclose(cut[key], padded[key], rtol=1e-4, atol=1e-5)
 
 
 def test_sorted_micro_batches_hold_the_random_batch_each_part_cut_to_its_longest(tmp_path):

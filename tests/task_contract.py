@@ -1,0 +1,162 @@
+"""The contract every fine-tuning task keeps (`bert_tf.tasks.task.FineTuningTask`), as a test
+class to subclass: a task's test module gives a `case` fixture (a `Case`: the task's name, its
+settings, and toy data to build it on) and inherits one test per clause:
+
+  - the task is built by name from its settings and data (`bert_tf.tasks.build`);
+  - its features' records round-trip through the record files (`tfrecords`) unchanged;
+  - its model's training loss on them is finite, and a batch cut to its longest sequence
+    has the loss of the batch padded, exactly when the task says its loss ignores the
+    padding (`loss_reads_padding`: the runner never cuts the batches of one that reads it);
+  - records evaluated in order of length, batches cut (as the runner does), predict what
+    they predict in order and fully padded;
+  - its warm-up requests pass its serving signature;
+  - the export loads and answers, as in process, where only tensorflow and tensorflow_text
+    can be imported.
+"""
+import dataclasses
+from typing import Callable
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf import tasks
+from bert_tf.tasks import runner
+from bert_tf.training import distribute
+from export import tf_serving
+from tfrecords import datasets, schema, writer
+
+
+@dataclasses.dataclass
+class Case:
+  """A task to hold to the contract: `kind` (its registered name), `settings` (its config's
+  fields) and `make_data(folder) -> inputs` that writes toy data and says where it is."""
+  kind: str
+  settings: dict
+  make_data: Callable[[str], dict]
+
+
+def _batches(path: str, layout, batch_size: int, **kwargs) -> list[dict]:
+  return list(datasets.record_dataset([path], layout, batch_size, False, **kwargs))
+
+
+def _assert_close(a, b, where=""):
+  """Nested predictions (arrays, dicts, lists, numbers, strings) equal up to float error."""
+  if dataclasses.is_dataclass(a):
+    a, b = dataclasses.asdict(a), dataclasses.asdict(b)
+  if isinstance(a, dict):
+    assert a.keys() == b.keys(), where
+    for key in a:
+      _assert_close(a[key], b[key], f"{where}[{key!r}]")
+  elif isinstance(a, (list, tuple)) and not (a and isinstance(a[0], (int, float))):
+    assert len(a) == len(b), where
+    for i, (x, y) in enumerate(zip(a, b)):
+      _assert_close(x, y, f"{where}[{i}]")
+  elif isinstance(a, str):
+    assert a == b, where
+  else:
+    np.testing.assert_allclose(np.asarray(a, np.float64), np.asarray(b, np.float64),
+                               rtol=1e-4, atol=1e-5, err_msg=where)
+
+
+def _plain(value):
+  """A tensor's tolist() with its bytes decoded, as serve_in_fresh_process answers."""
+  if isinstance(value, bytes):
+    return value.decode()
+  return [_plain(v) for v in value] if isinstance(value, list) else value
+
+
+class TaskContract:
+  """Subclass as `class Test...(TaskContract)` beside a `case` fixture."""
+
+  @pytest.fixture
+  def built(self, case, tmp_path, tokenizer, tiny_bert_config):
+    """(task, its eval examples, their features, the model): the model fresh and seeded."""
+    task = tasks.build(case.kind, case.settings, **case.make_data(str(tmp_path / "data")))
+    assert type(task) is tasks.task_class(case.kind)
+    examples = task.read_examples(task.splits("eval")[0])
+    features = task.convert_examples(examples, tokenizer, is_training=False)
+    tf.keras.utils.set_random_seed(0)
+    return task, examples, features, task.build_model(tiny_bert_config)
+
+  def test_records_round_trip(self, built, tmp_path, tokenizer):
+    task, _, _, _ = built
+    examples = task.read_examples(task.splits("train")[0])
+    records = task.convert_examples(examples, tokenizer, is_training=True).records
+    layout = task.record_layout(True)
+    path = str(tmp_path / "train.tf_record")
+    writer.write_records(path, layout, records)
+    [batch] = _batches(path, layout, len(records))
+    names = {**{name: name for name in records[0]}, **schema.MODEL_INPUT_NAMES}
+    for name in records[0]:
+      expected = np.stack([np.reshape(r[name], -1) for r in records])
+      read = batch[names[name]].numpy().reshape(len(records), -1)
+      np.testing.assert_array_equal(read, expected, err_msg=name)
+
+  def test_loss_is_finite_and_a_cut_batch_keeps_it(self, built, tmp_path, tokenizer):
+    task, _, _, model = built
+    examples = task.read_examples(task.splits("train")[0])
+    records = task.convert_examples(examples, tokenizer, is_training=True).records[:16]
+    layout = task.record_layout(True)
+    path = str(tmp_path / "train.tf_record")
+    writer.write_records(path, layout, records)
+    losses = {}
+    for length_buckets in (0, task.config.max_seq_length):
+      [batch] = _batches(path, layout, len(records), length_buckets=length_buckets)
+      losses[length_buckets], metrics = task.loss(batch, model(batch, training=False))
+      assert np.isfinite(losses[length_buckets].numpy())
+      assert all(np.isfinite(v.numpy()) for v in metrics.values())
+    padded, cut = losses.values()
+    assert batch["input_word_ids"].shape[1] < len(records[0]["input_ids"])  # Cut it was.
+    # Equal, unless the task says its loss reads the padding (then the runner never cuts).
+    same = np.allclose(cut.numpy(), padded.numpy(), rtol=1e-5)
+    assert same != task.loss_reads_padding, (cut, padded)
+
+  def test_predictions_in_order_of_length_equal_the_padded_ones(self, built, tmp_path):
+    task, examples, features, model = built
+    layout = task.record_layout(False)
+    if task.loss_reads_padding:  # Its outputs at the padding count (SQuAD's n-best over
+      # every position, as the original's): the runner never cuts its batches.
+      args = runner.RunArgs(output_dir="unused", length_buckets=8)
+      assert runner.batch_length_buckets(args, task, distribute.get_strategy("one_device")) == 0
+      return
+
+    def predict(order, length_buckets):
+      path = str(tmp_path / f"eval_{length_buckets}.tf_record")
+      writer.write_records(path, layout, [features.records[i] for i in order])
+      outputs = [task.predict_outputs(b, model(b, training=False))
+                 for b in _batches(path, layout, 4, length_buckets=length_buckets)]
+      outputs = {k: np.concatenate([o[k].numpy() for o in outputs]) for k in outputs[0]}
+      return task.postprocess(examples, features, runner.in_feature_order(outputs, order))
+
+    order = runner.by_length(features.records, layout)
+    padded = predict(np.arange(len(features)), 0)
+    _assert_close(predict(order, task.config.max_seq_length), padded)
+    metrics = task.evaluate(examples, padded)
+    assert task.primary_metric in metrics and np.isfinite(metrics[task.primary_metric])
+
+  def test_warmup_requests_pass_the_signature(self, built, tokenizer):
+    task, examples, _, model = built
+    serve = task.serving_module(model, tokenizer).signatures()[tf_serving.TEXT_SIGNATURE]
+    for request in task.warmup_inputs(examples) + task.warmup_inputs():
+      outputs = serve(**{k: tf.constant([v]) for k, v in request.items()})
+      assert outputs and all(v.shape[0] == 1 for v in outputs.values()), request
+
+  @pytest.mark.slow
+  def test_the_export_answers_in_a_process_without_bert_tf(self, built, tmp_path, tokenizer,
+                                                          serve_in_fresh_process):
+    task, examples, _, model = built
+    module = task.serving_module(model, tokenizer)
+    requests = task.warmup_inputs(examples)
+    path = tf_serving.export(module, str(tmp_path / "serving"), requests)
+    inputs = {k: [r[k] for r in requests] for k in requests[0]}
+    served = serve_in_fresh_process(path, inputs)
+    expected = module.signatures()[tf_serving.TEXT_SIGNATURE](
+        **{k: tf.constant(v) for k, v in inputs.items()})
+    assert served.keys() == expected.keys()
+    for key, value in expected.items():
+      value = value.numpy()
+      if value.dtype == object:  # Text: the same strings.
+        assert served[key] == _plain(value.tolist()), key
+      else:
+        np.testing.assert_allclose(served[key], value, rtol=1e-5, atol=1e-5, err_msg=key)
