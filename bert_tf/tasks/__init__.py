@@ -13,8 +13,10 @@ The built-in tasks register when their module is imported; `BUILT_IN` says which
 each, so that only the task a run needs is imported.
 """
 import importlib
+from typing import TYPE_CHECKING
 
-from bert_tf.tasks.task import FineTuningTask
+if TYPE_CHECKING:  # A task module imports this one: the registry itself loads no TensorFlow.
+  from bert_tf.tasks.task import FineTuningTask
 
 # kind -> the module whose import registers it.
 BUILT_IN = {
@@ -23,10 +25,10 @@ BUILT_IN = {
     "ner": "bert_tf.tasks.ner",
     "multiple_choice": "bert_tf.tasks.multiple_choice",
 }
-_REGISTERED: dict[str, type[FineTuningTask]] = {}
+_REGISTERED: dict[str, "type[FineTuningTask]"] = {}
 
 
-def register(cls: type[FineTuningTask]) -> type[FineTuningTask]:
+def register(cls: "type[FineTuningTask]") -> "type[FineTuningTask]":
   """Registers a FineTuningTask subclass under its config's kind; returns it (a decorator).
   ValueError for a config without a kind, or a kind another class holds."""
   kind = cls.config_class.kind
@@ -49,7 +51,7 @@ def kinds() -> list[str]:
   return sorted(set(BUILT_IN) | set(_REGISTERED))
 
 
-def task_class(kind: str, source: str = "task config") -> type[FineTuningTask]:
+def task_class(kind: str, source: str = "task config") -> "type[FineTuningTask]":
   """The FineTuningTask subclass registered as `kind`; ValueError naming `source` for an
   unknown one."""
   if kind not in _REGISTERED and kind in BUILT_IN:
@@ -59,7 +61,7 @@ def task_class(kind: str, source: str = "task config") -> type[FineTuningTask]:
   return _REGISTERED[kind]
 
 
-def build(kind: str, settings: dict | None = None, **inputs) -> FineTuningTask:
+def build(kind: str, settings: dict | None = None, **inputs) -> "FineTuningTask":
   """The task `kind` to run (`FineTuningTask.from_data`): `settings` are its config's fields
   (the run_* scripts' flags of those names; omitted ones take their defaults), `inputs` where
   its data is (`FineTuningTask.input_args`: a data_dir, SQuAD's train_file...)."""

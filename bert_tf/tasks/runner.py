@@ -91,6 +91,10 @@ class RunArgs:
   sorted_micro_batches: int = 4
 
 
+# What a run's run_settings.json held without naming it, before the setting existed: until
+# e848d21, training batches were always grouped by length.
+RUN_SETTINGS_IMPLIED = {"group_by_length": True}
+
 # Under XLA each batch length is one compiled program: few lengths, each a multiple of 8.
 COMPILED_LENGTH_BUCKETS = 16
 
@@ -515,7 +519,7 @@ class Runner:
       [train_records] = self.write_records("train", args.train_batch_size)
       # Before anything of the model is written: a refused re-run leaves the old run whole.
       loop.check_run_settings(args.output_dir, self.run_settings(train_records),
-                              self.is_chief)
+                              self.is_chief, implied=RUN_SETTINGS_IMPLIED)
     if self.is_chief and (args.do_train or not tf.io.gfile.exists(
         os.path.join(args.output_dir, TASK_CONFIG))):
       self._write_model_files()

@@ -49,20 +49,22 @@ RUN_SETTINGS = "run_settings.json"
 
 
 def check_run_settings(output_dir: str, settings: dict, is_chief: bool = True,
-                       extendable: tuple[str, ...] = ()) -> dict:
+                       extendable: tuple[str, ...] = (), implied: dict | None = None) -> dict:
   """Writes `settings` (what defines the trained model: config, data, learning rate...) to
   output_dir/run_settings.json; if the file is already there, raises ValueError listing what
   differs, so a re-run with new flags neither resumes nor re-reports the old model.
 
   extendable: settings (a step count) that may grow: a re-run where only these changed goes
   on, to the new count, unless one is below the global step that output_dir's latest
-  checkpoint reached (ValueError). Returns {name: (old, new)} of those that changed."""
+  checkpoint reached (ValueError). implied: {name: value} that a file written before a
+  setting existed held without naming it (the code then knew one way only). Returns
+  {name: (old, new)} of those that changed."""
   path = os.path.join(output_dir, RUN_SETTINGS)
   settings = json.loads(json.dumps(settings))  # As read back: tuples become lists.
   extended = {}
   if tf.io.gfile.exists(path):
     with tf.io.gfile.GFile(path) as f:
-      old = json.load(f)
+      old = {**(implied or {}), **json.load(f)}
     old, new = _flat(old), _flat(settings)
     changed = [key for key in sorted(set(old) | set(new)) if old.get(key) != new.get(key)]
     if not changed:
