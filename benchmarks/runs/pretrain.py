@@ -19,11 +19,11 @@ ratio to `bare` (of the bests, and each round's with their median: on a shared m
 load drifts between rounds), and the model FLOPs utilisation (MFU): analytic training FLOPs
 per second over the matmul peak measured in this run (a large tf.matmul in the compute dtype).
 
-  python benchmarks/pretrain.py --preset=small_bert_L4_H256 --batch_size=32 --steps=20 \
+  python benchmarks/runs/pretrain.py --preset=small_bert_L4_H256 --batch_size=32 --steps=20 \
       --rounds=3
-  python benchmarks/pretrain.py --preset=bert_base --batch_size=8 --steps=5 --rounds=2
-  python benchmarks/pretrain.py --suite=gpu    # on a CUDA machine: the table below
-  python benchmarks/pretrain.py --suite=tiny   # the same code paths, tiny, on CPU
+  python benchmarks/runs/pretrain.py --preset=bert_base --batch_size=8 --steps=5 --rounds=2
+  python benchmarks/runs/pretrain.py --suite=gpu    # on a CUDA machine: the table below
+  python benchmarks/runs/pretrain.py --suite=tiny   # the same code paths, tiny, on CPU
 
 --suite: BERT-Base and BERT-Large at seq 128 and 512, fp16 and bf16, with and without XLA, one
 subprocess each (sides entry and bare), printed as one table beside NVIDIA's published TF2

