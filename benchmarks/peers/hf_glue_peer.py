@@ -40,7 +40,7 @@ from bert_tf.tasks import glue
 from bert_tf.tasks import metrics as metrics_lib
 from benchmarks.peers.hf_peer import (batches, build_optimizer, impl, replay_config, replay_steps,
                                      time_steps, train_step)
-from benchmarks import data_root  # $BERT_TF_DATA
+from benchmarks import recipes  # --recipe: the recipe shared with benchmarks/runs/glue.py
 
 
 def encode(tokenizer, examples, labels, max_seq_length):
@@ -66,15 +66,16 @@ def evaluate(model, dev, task) -> dict:
 
 def main():
   parser = argparse.ArgumentParser()
-  mrpc = data_root.path("glue", "MRPC")
-  parser.add_argument("--data_dir", default=mrpc, required=mrpc is None)
-  parser.add_argument("--task_name", default="MRPC")
+  parser.add_argument("--data_dir", help="default: $BERT_TF_DATA/<the recipe's>")
   parser.add_argument("--model_dir", required=True)
-  parser.add_argument("--train_batch_size", type=int, default=32)
-  parser.add_argument("--num_train_epochs", type=float, default=3.0)
-  parser.add_argument("--learning_rate", type=float, default=5e-5)
-  parser.add_argument("--max_seq_length", type=int, default=128)
-  parser.add_argument("--seed", type=int, default=12345)
+  # The recipe's options: their defaults are the --recipe's (benchmarks/recipes.py).
+  parser.add_argument("--task_name")
+  parser.add_argument("--train_batch_size", type=int)
+  parser.add_argument("--num_train_epochs", type=float)
+  parser.add_argument("--learning_rate", type=float)
+  parser.add_argument("--warmup_proportion", type=float)
+  parser.add_argument("--max_seq_length", type=int)
+  parser.add_argument("--seed", type=int)
   parser.add_argument("--threads", type=int, default=2)
   parser.add_argument("--original_schedule", action="store_true",
                       help="Decay the learning rate from step 0 as google-research/bert "
@@ -92,7 +93,7 @@ def main():
   parser.add_argument("--time_steps", type=int, default=0,
                       help="Only time this many training steps on one batch (after as many "
                       "untimed).")
-  args = parser.parse_args()
+  args = recipes.parse_args(parser, "glue_mrpc")
   torch.set_num_threads(args.threads)
   torch.manual_seed(args.seed)
 
@@ -112,7 +113,7 @@ def main():
     losses = replay_steps(model, model.classifier, np.load(args.replay_file), lambda saved, i: {
         "input_ids": saved[f"input_word_ids_{i}"], "attention_mask": saved[f"input_mask_{i}"],
         "token_type_ids": saved[f"input_type_ids_{i}"], "labels": saved[f"label_ids_{i}"][:, 0]},
-        args.learning_rate, args.original_schedule)
+        args.learning_rate, args.original_schedule, args.warmup_proportion)
     results = evaluate(model, dev, task) if args.replay_eval else {}
     print(json.dumps({"impl": impl(), "losses": losses, **results}))
     return
@@ -120,7 +121,7 @@ def main():
   model = transformers.BertForSequenceClassification.from_pretrained(
       args.model_dir, num_labels=len(labels))
   optimizer, schedule = build_optimizer(model, args.learning_rate, num_steps,
-                                        args.original_schedule)
+                                        args.original_schedule, args.warmup_proportion)
   model.train()
   if args.time_steps:
     time_steps(model, optimizer, next(batches(train, args.train_batch_size, 1, args.seed)),
@@ -139,7 +140,7 @@ def main():
 
   results = evaluate(model, dev, task)
   print(json.dumps({
-      "impl": impl(),
+      "impl": impl(), "recipe": args.recipe,
       "schedule": "original" if args.original_schedule else "transformers", "seed": args.seed,
       "padding": args.padding, "group_by_length": args.group_by_length,
       "task": args.task_name, "train_examples": num_examples, "steps": num_steps,

@@ -50,7 +50,7 @@ import transformers
 
 from benchmarks.peers.hf_peer import (batches, build_optimizer, impl, replay_config, replay_steps,
                                      time_steps, train_step)
-from benchmarks import data_root  # $BERT_TF_DATA
+from benchmarks import recipes  # --recipe: the recipe shared with benchmarks/runs/ner.py
 
 DOCSTART = "-DOCSTART-"
 
@@ -141,7 +141,7 @@ def replay(args, tokenizer):
       "token_type_ids": saved[f"input_type_ids_{i}"],
       # bert_tf marks the ignored positions -1; transformers' loss ignores -100.
       "labels": np.where(saved[f"label_ids_{i}"] < 0, -100, saved[f"label_ids_{i}"])},
-      args.learning_rate, args.original_schedule)
+      args.learning_rate, args.original_schedule, args.warmup_proportion)
   scores = evaluate(args, tokenizer, model, labels) if args.replay_eval else {}
   print(json.dumps({"impl": impl(), "losses": losses, **{
       k: v for k, v in scores.items() if k.endswith(("_precision", "_recall", "_f1"))}}))
@@ -149,17 +149,18 @@ def replay(args, tokenizer):
 
 def main():
   parser = argparse.ArgumentParser()
-  conll = data_root.path("conll2003")
-  parser.add_argument("--data_dir", default=conll, required=conll is None)
+  parser.add_argument("--data_dir", help="default: $BERT_TF_DATA/<the recipe's>")
   parser.add_argument("--model_dir", required=True)
-  parser.add_argument("--max_train_sentences", type=int, default=4000)
-  parser.add_argument("--max_eval_sentences", type=int, default=0)
-  parser.add_argument("--max_seq_length", type=int, default=128)
-  parser.add_argument("--train_batch_size", type=int, default=32)
-  parser.add_argument("--predict_batch_size", type=int, default=64)
-  parser.add_argument("--num_train_epochs", type=float, default=2.0)
-  parser.add_argument("--learning_rate", type=float, default=5e-5)
-  parser.add_argument("--seed", type=int, default=12345)
+  # The recipe's options: their defaults are the --recipe's (benchmarks/recipes.py).
+  parser.add_argument("--max_train_sentences", type=int)
+  parser.add_argument("--max_eval_sentences", type=int)
+  parser.add_argument("--max_seq_length", type=int)
+  parser.add_argument("--train_batch_size", type=int)
+  parser.add_argument("--predict_batch_size", type=int)
+  parser.add_argument("--num_train_epochs", type=float)
+  parser.add_argument("--learning_rate", type=float)
+  parser.add_argument("--warmup_proportion", type=float)
+  parser.add_argument("--seed", type=int)
   parser.add_argument("--threads", type=int, default=2)
   parser.add_argument("--original_schedule", action="store_true",
                       help="Decay the learning rate from step 0 as google-research/bert "
@@ -177,7 +178,7 @@ def main():
                       help="Keep the model's dropout in the replay.")
   parser.add_argument("--replay_eval", action="store_true",
                       help="Score the replayed model on dev and test.")
-  args = parser.parse_args()
+  args = recipes.parse_args(parser, "ner_conll")
   torch.set_num_threads(args.threads)
   torch.manual_seed(args.seed)
   tokenizer = transformers.BertTokenizerFast(f"{args.model_dir}/vocab.txt", do_lower_case=True)
@@ -195,7 +196,7 @@ def main():
       args.model_dir, num_labels=len(labels), id2label=dict(enumerate(labels)),
       label2id=label_ids)
   optimizer, schedule = build_optimizer(model, args.learning_rate, num_steps,
-                                        args.original_schedule)
+                                        args.original_schedule, args.warmup_proportion)
   model.train()
   if args.time_steps:
     time_steps(model, optimizer, next(batches(train, args.train_batch_size, 1, args.seed)),
@@ -215,7 +216,8 @@ def main():
 
   results = evaluate(args, tokenizer, model, labels)
   print(json.dumps({
-      "impl": impl(), "schedule": "original" if args.original_schedule else "transformers",
+      "impl": impl(), "recipe": args.recipe,
+      "schedule": "original" if args.original_schedule else "transformers",
       "padding": args.padding, "group_by_length": args.group_by_length, "seed": args.seed,
       "train_sentences": len(train_sentences), "steps": num_steps,
       "train_seconds": round(train_s, 1),

