@@ -3,6 +3,8 @@ the peer's (benchmarks/peers) both read, so that a comparison names one recipe a
 re-declares its numbers. A script takes --recipe=NAME; a flag given on the command line still
 wins over the recipe's value.
 
+Kind: data both sides read (benchmarks/, shared by runs/ and peers/).
+
 A recipe's keys are the scripts' flag names; `data` is the folder under the data root
 ($BERT_TF_DATA, benchmarks/data_root.py) that --data_dir defaults to. Plain Python, no
 TensorFlow or torch: both venvs read it.

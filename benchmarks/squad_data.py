@@ -2,8 +2,11 @@ r"""The SQuAD splits of the fine-tuning benchmark (benchmarks/runs/squad.py and 
 hf_squad_peer.py), cut from the dev sets on this machine (the official training sets are not
 here), as SQuAD-format JSON files in --output_dir:
 
+Kind: data both sides train on (benchmarks/, shared by runs/squad.py and
+peers/hf_squad_peer.py).
+
   train-v1.1.json  the questions of dev-v1.1's first 32 articles (the first gold answer each:
-                   training takes exactly one); with --max_train_questions=N, N of them evenly
+                   training takes exactly one); --max_train_questions of them evenly
                    spaced over all 32 articles
   eval-v1.1.json   dev-v1.1's last 16 articles, every gold answer kept
   train-v2.0.json  the first 6 of the 8 articles in --v2_file (half of the official v2.0 dev),
@@ -13,7 +16,9 @@ here), as SQuAD-format JSON files in --output_dir:
 The two halves share no article, so no context is seen in training and again in evaluation.
 Plain Python (no TensorFlow, no torch): it runs in either venv.
 
-  python3 benchmarks/squad_data.py --output_dir=/tmp/squad_bench --max_train_questions=1500
+  PYTHONPATH=. python3 benchmarks/squad_data.py --output_dir=/tmp/squad_bench [--recipe=squad_v1]
+
+--max_train_questions is the recipe's (1500) unless given (0: all).
 
 Prints the articles, paragraphs and questions (unanswerable ones) of each file.
 """

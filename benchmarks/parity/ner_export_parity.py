@@ -1,5 +1,7 @@
 r"""The exported NER model against run_ner's own predictions on the same sentences.
 
+Kind: a parity check (benchmarks/parity/): an export against its own model, in process.
+
 After benchmarks/runs/ner.py (or run_ner --do_train) has filled --model_dir with a tagger trained
 without document context:
 

@@ -2,6 +2,10 @@
 number with a Hugging Face peer's (hf_peer.replay_steps), so that a quality gap can be told
 apart from seed noise.
 
+Kind: the paired replay's library (benchmarks/parity/), imported by benchmarks/runs/glue.py,
+ner.py and squad.py (their --replay_file), never run; the peers' half is
+benchmarks/peers/hf_peer.replay_steps.
+
 The first K batches of the real run's training stream (shuffled by its seed, epochs in a new
 order each, each batch as the runner cuts it), the real run's learning-rate schedule, dropout
 off unless asked: trains them, writes the batches and the head's initial kernel and bias to an

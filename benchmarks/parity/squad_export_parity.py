@@ -1,5 +1,8 @@
 r"""The exported SQuAD model against run_squad's own predictions on the same questions.
 
+Kind: a parity check (benchmarks/parity/): an export against its own model's
+predictions.json.
+
 After benchmarks/runs/squad.py (or run_squad --do_predict) has filled --model_dir:
 
   TF_CPP_MIN_LOG_LEVEL=2 PYTHONPATH=. .venv/bin/python benchmarks/parity/squad_export_parity.py \

@@ -1,5 +1,8 @@
 """Token-for-token parity and speed of bert_tf's tokenizer against the reference tokenizers.
 
+Kind: a parity check (benchmarks/parity/): ours against google-research/bert's and
+transformers' tokenizers; deterministic.
+
 The references are google-research/bert's `tokenization.py` (PyPI package bert-tensorflow,
 module `bert.tokenization`) and Hugging Face's slow BertTokenizer (`BertTokenizerLegacy` in
 transformers 5, `BertTokenizer` before), each used when importable. Neither may be a project

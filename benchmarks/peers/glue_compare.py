@@ -1,6 +1,9 @@
 r"""GLUE fine-tuning, bert_tf beside transformers: quality over seeds and speed, side by side.
 
-The same recipe both sides (benchmarks/runs/glue.py and hf_glue_peer.py: MiniLM, the paper's batch
+Kind: a side-by-side driver (benchmarks/peers/): it runs our side (benchmarks/runs/glue.py) and
+the peer's (benchmarks/peers/hf_glue_peer.py, under --peer_python) as subprocesses.
+
+The same named recipe both sides (benchmarks/recipes.py, --recipe: MiniLM, the paper's batch
 32, 3 epochs, lr 5e-5, 10% warmup, the full training set), trained several ways, one run at a
 time, alternated way after way within each seed:
 
@@ -18,11 +21,12 @@ training, model build and tracing included, as each script reports it), each way
 difference to the first peer way given, and per seed the speed ratio of each bert_tf way to
 each peer way.
 
-  PYTHONPATH=. .venv/bin/python benchmarks/peers/glue_compare.py --data_dir=$GLUE/CoLA \
-      --task_name=CoLA --max_seq_length=64 --seeds=42,1,2 --peer_python=/tmp/refvenv/bin/python \
-      --ways="bert_tf default,hf max_length"
+  PYTHONPATH=. .venv/bin/python benchmarks/peers/glue_compare.py --recipe=glue_cola \
+      --seeds=42,1,2 --peer_python=/tmp/refvenv/bin/python --ways="bert_tf default,hf max_length"
 
-The peer's venv needs torch, transformers and tensorflow (hf_glue_peer.py's docstring). The
+The data: $BERT_TF_DATA/<the recipe's folder>, or --data_dir; --task_name, --num_train_epochs,
+--learning_rate and --max_seq_length override the recipe's on both sides. The peer's venv needs
+torch, transformers and tensorflow (hf_glue_peer.py's docstring). The
 peer's learning-rate schedule is transformers' own (decay from the end of warmup) unless
 --original_schedule (google-research/bert's and bert_tf's: decay from step 0).
 """

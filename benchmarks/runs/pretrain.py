@@ -1,5 +1,8 @@
 """Pretraining throughput: run_pretraining's own path against the Model Garden's minimal loop.
 
+Kind: a run of our product (benchmarks/runs/) beside the Model Garden's loop (run from the
+project's venv).
+
 Sides (--sides, alternated --rounds times, each side's best kept), all on the same records,
 batch, optimizer (`optimization.create_optimizer`), precision and XLA setting:
   entry   `pretraining.pretrain`, what run_pretraining runs: its loop, metrics, progress

