@@ -145,7 +145,9 @@ def main():
     for way in ways:
       results[way].append(run_once(way, seed, args))
 
-  metrics = [k for k in results[ways[0]][0] if k.startswith("eval_")]
+  # The dev metrics every run reports (bert_tf's eval_loss has no peer counterpart).
+  metrics = [k for k in results[ways[0]][0] if k.startswith("eval_") and
+             all(k in r for way in ways for r in results[way])]
   peers = [w for w in ways if WAYS[w][0] == "peer"]
   print(f"\n{args.recipe}: {args.task_name}, max_seq_length {args.max_seq_length}, "
         f"{args.num_train_epochs:g} epochs, seeds {seeds}; mean ± spread over the seeds"
