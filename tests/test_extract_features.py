@@ -1,5 +1,5 @@
 """extract_features: hidden states against transformers' BertModel on the MiniLM weights
-(tests/fixtures/minilm_hidden_states.npz, benchmarks/make_minilm_fixture.py), the original's
+(tests/fixtures/minilm_hidden_states.npz, benchmarks/peers/make_minilm_fixture.py), the original's
 JSON lines byte for byte, npz and tfrecord outputs, the pooling modes, and the one-line errors
 of the script."""
 import collections

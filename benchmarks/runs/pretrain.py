@@ -1,5 +1,8 @@
 """Pretraining throughput: run_pretraining's own path against the Model Garden's minimal loop.
 
+Kind: a run of our product (benchmarks/runs/) beside the Model Garden's loop (run from the
+project's venv).
+
 Sides (--sides, alternated --rounds times, each side's best kept), all on the same records,
 batch, optimizer (`optimization.create_optimizer`), precision and XLA setting:
   entry   `pretraining.pretrain`, what run_pretraining runs: its loop, metrics, progress
@@ -19,11 +22,11 @@ ratio to `bare` (of the bests, and each round's with their median: on a shared m
 load drifts between rounds), and the model FLOPs utilisation (MFU): analytic training FLOPs
 per second over the matmul peak measured in this run (a large tf.matmul in the compute dtype).
 
-  python benchmarks/pretrain.py --preset=small_bert_L4_H256 --batch_size=32 --steps=20 \
+  python benchmarks/runs/pretrain.py --preset=small_bert_L4_H256 --batch_size=32 --steps=20 \
       --rounds=3
-  python benchmarks/pretrain.py --preset=bert_base --batch_size=8 --steps=5 --rounds=2
-  python benchmarks/pretrain.py --suite=gpu    # on a CUDA machine: the table below
-  python benchmarks/pretrain.py --suite=tiny   # the same code paths, tiny, on CPU
+  python benchmarks/runs/pretrain.py --preset=bert_base --batch_size=8 --steps=5 --rounds=2
+  python benchmarks/runs/pretrain.py --suite=gpu    # on a CUDA machine: the table below
+  python benchmarks/runs/pretrain.py --suite=tiny   # the same code paths, tiny, on CPU
 
 --suite: BERT-Base and BERT-Large at seq 128 and 512, fp16 and bf16, with and without XLA, one
 subprocess each (sides entry and bare), printed as one table beside NVIDIA's published TF2

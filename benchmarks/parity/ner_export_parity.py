@@ -1,9 +1,11 @@
 r"""The exported NER model against run_ner's own predictions on the same sentences.
 
-After benchmarks/ner.py (or run_ner --do_train) has filled --model_dir with a tagger trained
+Kind: a parity check (benchmarks/parity/): an export against its own model, in process.
+
+After benchmarks/runs/ner.py (or run_ner --do_train) has filled --model_dir with a tagger trained
 without document context:
 
-  TF_CPP_MIN_LOG_LEVEL=2 PYTHONPATH=. .venv/bin/python benchmarks/ner_export_parity.py \
+  TF_CPP_MIN_LOG_LEVEL=2 PYTHONPATH=. .venv/bin/python benchmarks/parity/ner_export_parity.py \
       --model_dir=/tmp/bench_ner/document_context_False --data_dir=$BERT_TF_DATA/conll2003
 
 predicts --split's sentences in process (the task's features, the model, the task's
@@ -28,7 +30,7 @@ import tensorflow as tf
 from bert_tf import tokenization
 from bert_tf.tasks import runner
 from export import saved_model
-import data_root  # benchmarks/data_root.py: $BERT_TF_DATA.
+from benchmarks import data_root  # $BERT_TF_DATA
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("model_dir", "/tmp/bench_ner/document_context_False",

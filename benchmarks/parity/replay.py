@@ -2,6 +2,10 @@
 number with a Hugging Face peer's (hf_peer.replay_steps), so that a quality gap can be told
 apart from seed noise.
 
+Kind: the paired replay's library (benchmarks/parity/), imported by benchmarks/runs/glue.py,
+ner.py and squad.py (their --replay_file), never run; the peers' half is
+benchmarks/peers/hf_peer.replay_steps.
+
 The first K batches of the real run's training stream (shuffled by its seed, epochs in a new
 order each, each batch as the runner cuts it), the real run's learning-rate schedule, dropout
 off unless asked: trains them, writes the batches and the head's initial kernel and bias to an
@@ -34,16 +38,16 @@ def define_flags() -> None:
 
 def run_args(output_dir: str, **extra) -> runner.RunArgs:
   """The RunArgs of squad.py's and ner.py's recipe, from their common flags (init_checkpoint,
-  train_batch_size, predict_batch_size, learning_rate, num_train_epochs, seed,
-  iterations_per_loop), with `extra` RunArgs fields; no checkpoint before the end."""
+  train_batch_size, predict_batch_size, learning_rate, num_train_epochs, warmup_proportion,
+  seed, iterations_per_loop), with `extra` RunArgs fields; no checkpoint before the end."""
   FLAGS = flags.FLAGS
   return runner.RunArgs(
       output_dir=output_dir, init_checkpoint=FLAGS.init_checkpoint, do_train=True,
       do_eval=True, do_predict=True, train_batch_size=FLAGS.train_batch_size,
       eval_batch_size=FLAGS.predict_batch_size, predict_batch_size=FLAGS.predict_batch_size,
       learning_rates=(FLAGS.learning_rate,), num_train_epochs=FLAGS.num_train_epochs,
-      warmup_proportion=0.1, seed=FLAGS.seed, iterations_per_loop=FLAGS.iterations_per_loop,
-      save_checkpoints_steps=100000, **extra)
+      warmup_proportion=FLAGS.warmup_proportion, seed=FLAGS.seed,
+      iterations_per_loop=FLAGS.iterations_per_loop, save_checkpoints_steps=100000, **extra)
 
 
 def replay(run: runner.Runner, head: Callable[[tf_keras.Model], tf_keras.layers.Layer],
@@ -78,7 +82,8 @@ def replay(run: runner.Runner, head: Callable[[tf_keras.Model], tf_keras.layers.
 
   loop.train(
       run.strategy, lambda: task.build_model(bert_config),
-      lambda: optimization.create_optimizer(learning_rate, total_steps, int(total_steps * 0.1)),
+      lambda: optimization.create_optimizer(learning_rate, total_steps,
+                                             int(total_steps * args.warmup_proportion)),
       task.loss, dataset_fn, args.output_dir, num_steps, steps_per_loop=1,
       save_checkpoints_steps=num_steps, init_fn=init_fn)
   np.savez(path, num_steps=num_steps, total_steps=total_steps, **saved, **extra)

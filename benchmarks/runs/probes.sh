@@ -3,14 +3,14 @@
 # each probe is a command a user could type; prints one row per probe with the exit status and
 # the last line the command printed (a traceback shows as its last line). Run it in another
 # checkout (e.g. `git worktree add /tmp/before <commit>`, then this file copied there) to
-# compare before and after:
+# compare before and after. Kind: a run of our product (benchmarks/runs/): its error messages.
 #
-#   benchmarks/probes.sh [scratch_dir]      # needs .venv (make install); ~5 min on 2 cores
+#   benchmarks/runs/probes.sh [scratch_dir]      # needs .venv (make install); ~5 min on 2 cores
 #
 # Probes that kill processes (kill -9 of the data generator, of pretraining) are tests in
 # tests/ (test_create_pretraining_data.py, test_output_lock.py, test_training.py), not here.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 ROOT=$PWD
 W=${1:-$(mktemp -d /tmp/probes.XXXX)}
 mkdir -p "$W"

@@ -1,6 +1,9 @@
 """What the Hugging Face peers (hf_glue_peer.py, hf_squad_peer.py, hf_ner_peer.py) share: the
-training stream, step, optimizer and schedule, the step timing and the paired replay. torch and
-transformers only; imported as a sibling module (the peers run as scripts from benchmarks/)."""
+training stream, step, optimizer and schedule, the step timing and the paired replay.
+
+Kind: the peers' shared module (benchmarks/peers/), imported as benchmarks.peers.hf_peer (the
+repository root on the path), never run; prints only what its callers ask (the step timing's
+JSON line). torch and transformers only."""
 import json
 import random
 import time
@@ -68,17 +71,19 @@ def time_steps(model, optimizer, batch, num_steps):
                     "examples_per_s": round(len(batch["input_ids"]) / ms * 1000, 2)}))
 
 
-def build_optimizer(model, learning_rate: float, num_steps: int, original_schedule: bool):
-  """AdamW (eps 1e-6, weight decay 0.01 except biases and LayerNorm), 10% linear warmup, then
-  linear decay: transformers' (decay from the end of warmup), or with original_schedule
-  google-research/bert's and bert_tf's (decay computed from step 0)."""
+def build_optimizer(model, learning_rate: float, num_steps: int, original_schedule: bool,
+                    warmup_proportion: float):
+  """AdamW (eps 1e-6, weight decay 0.01 except biases and LayerNorm), a linear warmup over
+  warmup_proportion of the steps (the recipes' 10%), then linear decay: transformers' (decay
+  from the end of warmup), or with original_schedule google-research/bert's and bert_tf's
+  (decay computed from step 0)."""
   no_decay = ("bias", "LayerNorm.weight")
   groups = [{"params": [p for n, p in model.named_parameters()
                         if not any(k in n for k in no_decay)], "weight_decay": 0.01},
             {"params": [p for n, p in model.named_parameters()
                         if any(k in n for k in no_decay)], "weight_decay": 0.0}]
   optimizer = torch.optim.AdamW(groups, lr=learning_rate, eps=1e-6)
-  warmup = int(num_steps * 0.1)
+  warmup = int(num_steps * warmup_proportion)
   if original_schedule:
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: step / warmup if step < warmup else 1 - step / num_steps)
@@ -92,8 +97,9 @@ def replay_config(dropout: bool) -> dict:
   return {} if dropout else dict(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
 
 
-def replay_steps(model, head, saved, batch_of, learning_rate: float, original_schedule: bool):
-  """bert_tf's paired replay (benchmarks/replay.py) on this side: `head` (a torch Linear)
+def replay_steps(model, head, saved, batch_of, learning_rate: float, original_schedule: bool,
+                 warmup_proportion: float):
+  """bert_tf's paired replay (benchmarks/parity/replay.py) on this side: `head` (a torch Linear)
   takes the saved initial kernel and bias, then the saved batches (batch_of(saved, i): the
   model's keyword arguments of step i) train the model under the replay's schedule. Returns
   the loss of each step."""
@@ -101,7 +107,7 @@ def replay_steps(model, head, saved, batch_of, learning_rate: float, original_sc
     head.weight.copy_(torch.from_numpy(saved["head_kernel"].T))
     head.bias.copy_(torch.from_numpy(saved["head_bias"]))
   optimizer, schedule = build_optimizer(model, learning_rate, int(saved["total_steps"]),
-                                        original_schedule)
+                                        original_schedule, warmup_proportion)
   model.train()
   losses = []
   for i in range(int(saved["num_steps"])):

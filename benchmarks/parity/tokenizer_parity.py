@@ -1,5 +1,8 @@
 """Token-for-token parity and speed of bert_tf's tokenizer against the reference tokenizers.
 
+Kind: a parity check (benchmarks/parity/): ours against google-research/bert's and
+transformers' tokenizers; deterministic.
+
 The references are google-research/bert's `tokenization.py` (PyPI package bert-tensorflow,
 module `bert.tokenization`) and Hugging Face's slow BertTokenizer (`BertTokenizerLegacy` in
 transformers 5, `BertTokenizer` before), each used when importable. Neither may be a project
@@ -8,7 +11,7 @@ dependency, so install them beside the project's venv and put them on the path, 
   python3.11 -m venv /tmp/refvenv && /tmp/refvenv/bin/pip install transformers
   .venv/bin/pip install --no-deps --target /tmp/bertref bert-tensorflow==1.0.4
   PYTHONPATH=$PWD:$PWD/.venv/lib/python3.11/site-packages:/tmp/bertref \\
-      /tmp/refvenv/bin/python benchmarks/tokenizer_parity.py
+      /tmp/refvenv/bin/python benchmarks/parity/tokenizer_parity.py
 
 Hugging Face's WordpieceTokenizer gives up on words over 100 characters where the original
 allows 200, so it is run with 200; its BasicTokenizer NFC-composes the text, which the
@@ -31,7 +34,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from bert_tf import tokenization
-import data_root  # benchmarks/data_root.py: $BERT_TF_DATA.
+from benchmarks import data_root  # $BERT_TF_DATA
 
 try:
   from bert import tokenization as google_tokenization
@@ -174,7 +177,7 @@ def compare(name: str, lines: list[str], vocab_file: str, do_lower_case: bool) -
 
 def _with_cased_pieces(vocab_file: str) -> str:
   """A temporary vocab: vocab_file's pieces, then the tests' cased ones."""
-  extra = os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures",
+  extra = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "fixtures",
                        "tokenizer_cased_extra_vocab.txt")
   path = os.path.join(tempfile.mkdtemp(prefix="tokenizer_parity-"), "vocab.txt")
   with open(path, "w", encoding="utf-8") as out:

@@ -1,8 +1,11 @@
 r"""The exported SQuAD model against run_squad's own predictions on the same questions.
 
-After benchmarks/squad.py (or run_squad --do_predict) has filled --model_dir:
+Kind: a parity check (benchmarks/parity/): an export against its own model's
+predictions.json.
 
-  TF_CPP_MIN_LOG_LEVEL=2 PYTHONPATH=. .venv/bin/python benchmarks/squad_export_parity.py \
+After benchmarks/runs/squad.py (or run_squad --do_predict) has filled --model_dir:
+
+  TF_CPP_MIN_LOG_LEVEL=2 PYTHONPATH=. .venv/bin/python benchmarks/parity/squad_export_parity.py \
       --model_dir=/tmp/bench_squad_v1 --predict_file=/tmp/squad_bench/eval-v1.1.json
 
 exports the model (export/saved_model.py), loads the SavedModel, asks it every question of

@@ -3,7 +3,10 @@ backward, AdamW update, metrics, under the strategy) on one fixed MRPC-shaped ba
 so neither the input pipeline, model loading, tracing nor checkpointing is timed. The peer is
 `hf_glue_peer.py --time_steps=N` (the same step in PyTorch).
 
-  TF_CPP_MIN_LOG_LEVEL=2 PYTHONPATH=. .venv/bin/python benchmarks/train_step.py --steps=20
+Kind: a run of our product (benchmarks/runs/). Its peer at the same shape:
+`benchmarks/peers/hf_glue_peer.py --time_steps=N`.
+
+  TF_CPP_MIN_LOG_LEVEL=2 PYTHONPATH=. .venv/bin/python benchmarks/runs/train_step.py --steps=20
 
 Runs 2 x --steps steps: the first loop traces and warms up, the second is timed. Prints one JSON
 line: ms per step and examples/s.

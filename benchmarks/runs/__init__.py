@@ -1,0 +1,1 @@
+"""Our product's timed and quality runs (benchmarks/__init__.py)."""
