@@ -43,6 +43,7 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
+from bert_tf import tasks
 from bert_tf.modeling import checkpoints
 from bert_tf.modeling.feature_extractor import FeatureExtractor, layer_positions, load_extractor
 from bert_tf.tasks import ner
@@ -166,9 +167,10 @@ def train_cached(row: str, task: ner.NerTask, bert_config, train: Cache, dev: Ca
 
 def make_task(data_dir: str, row: str) -> ner.NerTask:
   """The row's task (fine-tuning, or --feature_based=row), as run_ner makes it."""
-  return ner.NerTask.from_data(
-      data_dir, FLAGS.max_seq_length, document_context=FLAGS.document_context == "true",
-      feature_based="" if row == "fine_tuning" else row, lstm_units=FLAGS.lstm_units)
+  return tasks.build("ner", {"max_seq_length": FLAGS.max_seq_length,
+                             "document_context": FLAGS.document_context == "true",
+                             "feature_based": "" if row == "fine_tuning" else row,
+                             "lstm_units": FLAGS.lstm_units}, data_dir=data_dir)
 
 
 def run_runner(row: str, data_dir: str, output_dir: str) -> dict:

