@@ -93,6 +93,7 @@ def test_extents_read_back_as_the_documents_the_local_path_reads(tmp_path, name)
   assert stats.invalid_utf8_lines == 1 and stats.invalid_utf8_examples == [f"{path}:5"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("beam_args", [ONE_WORKER, TWO_WORKERS], ids=["1-worker", "2-workers"])
 def test_the_shards_are_the_local_paths_byte_for_byte(local_run, tokenizer, corpus, tmp_path,
                                                       beam_args):
@@ -121,6 +122,7 @@ def test_the_shards_are_the_local_paths_byte_for_byte(local_run, tokenizer, corp
   assert "on FnApiRunner, 3 shards" in pipeline.summary(stats)
 
 
+@pytest.mark.slow
 def test_a_round_robin_over_several_output_files_and_a_rerun_replace_their_files(
     tokenizer, corpus, tmp_path):
   """The original's --output_file=a,b: records dealt over the files given; a re-run after a
@@ -137,6 +139,7 @@ def test_a_round_robin_over_several_output_files_and_a_rerun_replace_their_files
   assert sorted(os.listdir(tmp_path / "beam")) == ["a.stats.json", "a.tfrecord", "b.tfrecord"]
 
 
+@pytest.mark.slow
 def test_errors_in_the_workers_are_the_local_paths_one_line(tokenizer, tmp_path):
   blank, binary = tmp_path / "blank.txt", tmp_path / "binary.txt"
   blank.write_text("\n  \n\t\n", encoding="utf-8")
@@ -150,6 +153,7 @@ def test_errors_in_the_workers_are_the_local_paths_one_line(tokenizer, tmp_path)
   assert os.listdir(out) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("beam_args, message", [
     (["--runner=NoSuchRunner"], r"^--runner=NoSuchRunner: Unexpected pipeline runner"),
     (["--runner=FnApiRunner", "--direct_num_workerz=2"],
@@ -163,6 +167,7 @@ def test_bad_beam_options_are_refused_naming_them(beam_args, message):
     beam_options.pipeline_options(beam_args)
 
 
+@pytest.mark.slow
 def test_the_direct_runner_runs_offline_as_the_fn_api_runner():
   """The DirectRunner would first download Prism from the internet."""
   options = beam_options.pipeline_options(["--runner=DirectRunner", "--direct_num_workers=2"])
@@ -177,6 +182,7 @@ def _cli(*flags, pythonpath: str | None = None):
                         capture_output=True, text=True, timeout=300, env=env)
 
 
+@pytest.mark.slow
 def test_cli_runs_the_pipeline_with_beam_options_beside_the_flags(corpus, tmp_path):
   out = tmp_path / "pretrain.tfrecord"
   result = _cli(f"--input_file={corpus[0]}", f"--output_file={out}", f"--vocab_file={VOCAB}",
@@ -189,6 +195,7 @@ def test_cli_runs_the_pipeline_with_beam_options_beside_the_flags(corpus, tmp_pa
   assert "--runner=DirectRunner: running on the FnApiRunner" in result.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flags, message", [
     (["--runner=NoSuchRunner"], "create_pretraining_data: error: --runner=NoSuchRunner: "
      "Unexpected pipeline runner: NoSuchRunner."),
@@ -205,6 +212,7 @@ def test_cli_bad_runner_or_options_exit_with_one_line(corpus, tmp_path, flags, m
   assert not os.listdir(tmp_path)
 
 
+@pytest.mark.slow
 def test_cli_without_the_beam_extra_says_how_to_install_it(corpus, tmp_path):
   """A machine without apache-beam: an `apache_beam` that fails to import, first on the path."""
   fake = tmp_path / "no_beam" / "apache_beam"
@@ -221,6 +229,7 @@ def test_cli_without_the_beam_extra_says_how_to_install_it(corpus, tmp_path):
   assert not out.exists()
 
 
+@pytest.mark.slow
 def test_cli_an_output_the_runner_cannot_write_is_one_line(corpus, tmp_path):
   blocker = tmp_path / "a_file"
   blocker.write_text("not a directory\n")

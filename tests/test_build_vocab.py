@@ -99,6 +99,7 @@ def _build_vocab(*args):
                         env=env, capture_output=True, text=True)
 
 
+@pytest.mark.slow
 def test_build_vocab_script(tmp_path):
   corpus = _corpus(tmp_path / "a.txt", seed=1)
   _corpus(tmp_path / "b.txt", seed=2)

@@ -278,6 +278,7 @@ def _alive(pid: int) -> bool:
     return False
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads the process table in /proc")
 def test_the_workers_die_with_a_sigkilled_main_process(corpus, tmp_path):
   proc = subprocess.Popen(
@@ -415,6 +416,7 @@ def test_the_masking_split_follows_the_flags(tokenizer, corpus):
       np.testing.assert_array_equal(shown, batch.masked_lm_ids[rows, cols])
 
 
+@pytest.mark.slow
 def test_number_to_predict_rounds_like_the_original():
   """min(max_predictions, max(1, int(round(n * prob)))), Python's round: halves to even."""
   n = np.arange(1, 600)
@@ -577,6 +579,7 @@ def _cli(*flags, python_flags=()):
                         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
 
 
+@pytest.mark.slow
 def test_cli_writes_shards_stats_and_a_summary(corpus, tmp_path):
   small = tmp_path / "small.txt"
   small.write_text("".join("\n".join(d) + "\n\n" for d in corpus[1][:4]), encoding="utf-8")
@@ -594,6 +597,7 @@ def test_cli_writes_shards_stats_and_a_summary(corpus, tmp_path):
   assert re.search(r"[\d,]+ instances \([\d,]+/s\)", result.stderr)   # the progress line
 
 
+@pytest.mark.slow
 def test_a_run_loads_neither_the_trainer_nor_the_model_garden(corpus, tmp_path):
   """bert_tf.scripts.cli, which imports the trainer and the Model Garden (~0.5 s of start-up), is
   imported only to report a user's error (the other tests here check those lines)."""
@@ -608,6 +612,7 @@ def test_a_run_loads_neither_the_trainer_nor_the_model_garden(corpus, tmp_path):
   assert not imported & {"bert_tf.scripts.cli", "bert_tf.training.loop", "official"}
 
 
+@pytest.mark.slow
 def test_shards_of_another_count_are_refused_not_mixed(corpus, tmp_path):
   small = tmp_path / "small.txt"
   small.write_text("".join("\n".join(d) + "\n\n" for d in corpus[1][:2]), encoding="utf-8")
@@ -627,6 +632,7 @@ def test_shards_of_another_count_are_refused_not_mixed(corpus, tmp_path):
   assert _cli(*common, "--num_output_shards=2").returncode == 0
 
 
+@pytest.mark.slow
 def test_the_originals_records_read_like_ours(corpus, tmp_path):
   """Records of the Model Garden's port of google-research/bert's generator go through our
   reader into the same model inputs as ours."""
@@ -652,6 +658,7 @@ def test_the_originals_records_read_like_ours(corpus, tmp_path):
     assert np.mean(shown == 103) > 0.6   # mostly [MASK], as in ours
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flag, message", [
     ("--input_file=/nonexistent/dir/*.txt", "/nonexistent/dir/*.txt"),
     ("--max_seq_length=600", "--max_seq_length=600"),

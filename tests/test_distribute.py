@@ -41,6 +41,7 @@ def test_one_replica_on_the_host_cpu_reads_the_dataset_itself():
       [0, 1], [2, 3], [4, 5]]
 
 
+@pytest.mark.slow
 def test_mirrored_over_two_cpus_updates_as_one_device(tmp_path):
   out = subprocess.run([sys.executable, __file__, str(tmp_path)], capture_output=True,
                        text=True, timeout=300, env=ENV)
@@ -66,6 +67,7 @@ def _free_ports(n: int) -> list[int]:
   return ports
 
 
+@pytest.mark.slow
 def test_multi_worker_mirrored_two_processes_train_and_checkpoint(tmp_path):
   records = write_pretraining_records(str(tmp_path / "data.tfrecord"), 64)
   config_file = str(tmp_path / "bert_config.json")

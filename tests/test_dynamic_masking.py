@@ -159,6 +159,7 @@ def setup(tmp_path_factory):
   return dict(dir=d, common=common, dynamic=dynamic, trained=trained)
 
 
+@pytest.mark.slow
 def test_a_resumed_run_draws_the_masks_of_the_uninterrupted_run(setup):
   """Killed after ckpt-2 and resumed: the same ckpt-4 as the uninterrupted run (no dropout in
   CONFIG), so the same masks were drawn for steps 3 and 4 (24 records, batches of 8: they are
@@ -178,6 +179,7 @@ def test_a_resumed_run_draws_the_masks_of_the_uninterrupted_run(setup):
                      checkpoint_values(str(setup["trained"] / "ckpt-4")))
 
 
+@pytest.mark.slow
 def test_records_of_the_other_kind_are_refused_in_one_line(setup):
   d = setup["dir"]
   masked = write_pretraining_records(str(d / "masked.tfrecord"), 8)

@@ -125,6 +125,7 @@ def _in_process_logits(model, features):
   return model({k: tf.constant(v, tf.int32) for k, v in inputs.items()}, training=False).numpy()
 
 
+@pytest.mark.slow
 def test_tf_serving_layout(exported, tmp_path):
   _, _, path, _, _ = exported
   assert os.path.basename(path) == "1"
@@ -147,6 +148,7 @@ def test_prediction_log_bytes_equal_tensorflow_serving_apis():
       REFERENCE_PREDICTION_LOG)
 
 
+@pytest.mark.slow
 def test_warmup_requests_are_the_dev_examples(exported):
   _, _, path, _, _ = exported
   records = [r.numpy() for r in tf.data.TFRecordDataset(
@@ -159,6 +161,7 @@ def test_warmup_requests_are_the_dev_examples(exported):
   assert records == [log([pairs[0]]), log([pairs[1]]), log(pairs)]
 
 
+@pytest.mark.slow
 def test_fresh_process_predicts_as_the_in_process_model(exported, tmp_path):
   _, _, path, model, tokenizer = exported
   features = _features(tokenizer, PAIRS)
@@ -190,6 +193,7 @@ def test_fresh_process_predicts_as_the_in_process_model(exported, tmp_path):
   np.testing.assert_allclose(out["invalid"]["logits"], expected[:1], atol=1e-5)
 
 
+@pytest.mark.slow
 def test_in_graph_packing_equals_the_training_features(exported):
   """Round-robin trimming in the graph == truncate_pair in the feature writer."""
   _, _, _, model, tokenizer = exported
@@ -202,6 +206,7 @@ def test_in_graph_packing_equals_the_training_features(exported):
     np.testing.assert_array_equal(packed[name].numpy(), [f[record_name] for f in features])
 
 
+@pytest.mark.slow
 def test_regression_and_single_text_signatures(exported):
   _, _, _, _, tokenizer = exported
   config = BertConfig.from_json_file(str(exported[0] / "bert_config.json"))
@@ -216,6 +221,7 @@ def test_regression_and_single_text_signatures(exported):
   np.testing.assert_array_equal(out["label"], out["logits"][:, 0])
 
 
+@pytest.mark.slow
 def test_saved_model_cli_show_and_run(exported):
   _, _, path, model, tokenizer = exported
   show = subprocess.run([os.path.join(os.path.dirname(sys.executable), "saved_model_cli"),
@@ -237,6 +243,7 @@ def test_saved_model_cli_show_and_run(exported):
   assert f"Result for output key label:\n[b'{label}']" in run.stdout
 
 
+@pytest.mark.slow
 def test_export_errors_name_the_folder(tmp_path):
   with pytest.raises(FileNotFoundError, match=f"{tmp_path}/{TASK_CONFIG}: not found"):
     saved_model.export_from_output_dir(str(tmp_path), str(tmp_path / "serving"))

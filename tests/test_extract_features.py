@@ -138,6 +138,7 @@ def test_rounding_is_the_originals_on_hard_values():
   assert fe.json_line(3, tokens, layers, values) == original
 
 
+@pytest.mark.slow
 def test_jsonl_is_the_originals_layout_and_npz_tfrecord_hold_the_same(input_file, tmp_path,
                                                                      tiny_checkpoint):
   """The default layers -1..-4 of a 3-layer model (3, 2, 1, 0): the JSON lines byte for byte
@@ -270,6 +271,7 @@ def test_read_examples_errors_name_the_line(tmp_path):
                                                       ("three ||| four", "five")]
 
 
+@pytest.mark.slow
 def test_script(input_file, tmp_path, tiny_checkpoint):
   """The script's flags make the library's arguments; bad input is one line naming the file
   and line, or the flag and the model's range, exit status 1, and no output file. The runs go

@@ -272,6 +272,7 @@ def test_sorted_micro_batches_give_the_loss_and_gradient_of_the_padded_batch(nam
     np.testing.assert_allclose(g, padded, rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("extra,parts", [({}, 4), ({"group_by_length": True}, 0),
                                          ({"jit_compile": True}, 0),
                                          ({"sorted_micro_batches": 2}, 2)])

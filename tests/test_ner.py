@@ -329,6 +329,7 @@ def _read_predictions(path) -> tuple[list[list[str]], list[list[str]]]:
   return gold, guess
 
 
+@pytest.mark.slow
 def test_the_toy_task_is_learned_and_its_files_rescore(trained):
   out, results = trained
   best = results["best"]
@@ -350,6 +351,7 @@ def test_the_toy_task_is_learned_and_its_files_rescore(trained):
   assert f"PER: precision: {best['eval_precision_PER']:6.2f}%" in report
 
 
+@pytest.mark.slow
 def test_a_predict_only_run_restores_the_tagger(trained, tmp_path):
   out, results = trained
   data = os.path.join(os.path.dirname(out), "data")
@@ -376,6 +378,7 @@ def _run_ner(tmp_path, *flags):
       capture_output=True, text=True, timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
 
 
+@pytest.mark.slow
 def test_cli_exits_non_zero_naming_the_line(tmp_path):
   os.makedirs(tmp_path / "data")
   _write(tmp_path / "data" / "train.txt", CONLL)

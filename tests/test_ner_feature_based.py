@@ -135,6 +135,7 @@ def trained(tmp_path_factory):
   return tmp, initial, runner.run(task, args, distribute.get_strategy("one_device"))
 
 
+@pytest.mark.slow
 def test_training_leaves_the_encoder_and_learns_the_toy_task(trained):
   tmp, initial, results = trained
   out = str(tmp / "out")
@@ -164,6 +165,7 @@ def _predict(task, model, tokenizer, examples) -> list[list[str]]:
   return task.postprocess(examples, features, {"label_ids": outputs["label_ids"].numpy()})
 
 
+@pytest.mark.slow
 def test_task_config_and_export_rebuild_the_same_tagger(trained):
   tmp, _, results = trained
   out = str(tmp / "out")
@@ -189,6 +191,7 @@ def test_task_config_and_export_rebuild_the_same_tagger(trained):
   assert sum(t != "O" for e in expected for t in e) > 5
 
 
+@pytest.mark.slow
 def test_cli_refuses_a_bad_name_in_one_line(tmp_path):
   make_conll(tmp_path / "data", {"train": 2, "dev": 1})
   CONFIG.to_json_file(str(tmp_path / "c.json"))

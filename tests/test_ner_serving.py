@@ -364,6 +364,7 @@ FRESH_PROCESS = textwrap.dedent("""
     """)
 
 
+@pytest.mark.slow
 def test_export_answers_the_same(tmp_path, serving, serve):
   """Exported in TF Serving's layout with the task's warm-up requests, then loaded here and in
   a process that imports only tensorflow and tensorflow_text: the same outputs."""

@@ -17,6 +17,7 @@ HOLD = ("import sys, time\n"
         "  time.sleep(600)\n")
 
 
+@pytest.mark.slow
 def test_a_second_job_is_refused_until_the_holder_is_killed(tmp_path):
   out = str(tmp_path / "out")
   holder = subprocess.Popen([sys.executable, "-c", HOLD, out], stdout=subprocess.PIPE,
@@ -57,6 +58,7 @@ def test_outputs_that_are_no_local_path_go_unlocked(tmp_path):
       pass
 
 
+@pytest.mark.slow
 def test_create_pretraining_data_refuses_while_another_job_writes_its_prefix(tmp_path):
   (tmp_path / "corpus.txt").write_text("One sentence here.\nAnother one.\n\nA document.\n")
   prefix = str(tmp_path / "out" / "pretrain.tfrecord")

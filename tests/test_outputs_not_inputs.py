@@ -78,6 +78,7 @@ def test_a_fine_tuning_run_reads_no_data_in_its_output_dir(tmp_path):
                                                      do_predict=True))
 
 
+@pytest.mark.slow
 def test_every_entry_point_refuses_in_one_line(tmp_path):
   corpus = tmp_path / "corpus"
   corpus.mkdir()

@@ -173,6 +173,7 @@ def test_ltr_predicts_the_next_token_over_real_tokens_only():
   assert metrics["masked_lm_accuracy"] < 0.2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("objective,nsp", [("mlm", True), ("ltr", False)])
 def test_overfits_a_few_records_in_an_xla_train_step(objective, nsp):
   tf.random.set_seed(1)

@@ -29,6 +29,7 @@ def trained(tmp_path_factory):
   return args, classifier_runner(args).run()
 
 
+@pytest.mark.slow
 def test_fine_tuning_learns_the_toy_rule(trained):
   args, results = trained
   best = results["best"]
@@ -43,6 +44,7 @@ def test_fine_tuning_learns_the_toy_rule(trained):
     assert json.load(f)["best"]["eval_accuracy"] == best["eval_accuracy"]
 
 
+@pytest.mark.slow
 def test_predictions_files(trained):
   args, _ = trained
   probabilities = np.loadtxt(os.path.join(args['output_dir'], "test_results.tsv"))
@@ -61,6 +63,7 @@ def test_predictions_files(trained):
                                 is_pair=False, max_seq_length=32, do_lower_case=True)
 
 
+@pytest.mark.slow
 def test_predict_only_run_restores_the_checkpoint(trained, tmp_path):
   args, _ = trained
   with open(os.path.join(args['output_dir'], "test_results.tsv")) as f:
@@ -73,6 +76,7 @@ def test_predict_only_run_restores_the_checkpoint(trained, tmp_path):
   assert results["best"]["eval_accuracy"] >= 0.95
 
 
+@pytest.mark.slow
 def test_rerun_with_other_settings_is_refused_and_with_the_same_resumes(trained):
   args, results = trained
   out = args["output_dir"]
@@ -94,6 +98,7 @@ def test_rerun_with_other_settings_is_refused_and_with_the_same_resumes(trained)
   assert again["eval_accuracy"] == results["best"]["eval_accuracy"]
 
 
+@pytest.mark.slow
 def test_sweep_keeps_the_best_run(tmp_path):
   make_sst2(tmp_path / "data", num_train=128, num_dev=32)
   args = toy_args(str(tmp_path), tmp_path / "data", tmp_path / "out", do_train=True,
@@ -113,6 +118,7 @@ def test_sweep_keeps_the_best_run(tmp_path):
   assert evaluated["best"]["eval_accuracy"] == pytest.approx(runs[1]["eval_accuracy"])
 
 
+@pytest.mark.slow
 def test_regression_task(tmp_path):
   make_stsb(tmp_path / "data")
   args = toy_args(str(tmp_path), tmp_path / "data", tmp_path / "out", task_name="STS-B",
@@ -128,6 +134,7 @@ def test_regression_task(tmp_path):
   np.testing.assert_allclose(scores, [0.5, 4.5] * 3, atol=0.5)
 
 
+@pytest.mark.slow
 def test_init_checkpoint_hf_folder_supplies_config_vocab_and_weights(tmp_path):
   make_sst2(tmp_path / "data", num_dev=8)
   args = dict(task_name="sst-2", data_dir=str(tmp_path / "data"),
@@ -151,6 +158,7 @@ def test_init_checkpoint_hf_folder_supplies_config_vocab_and_weights(tmp_path):
   assert 0 <= tuner.run()["best"]["eval_accuracy"] <= 1
 
 
+@pytest.mark.slow
 def test_bad_inputs_raise_naming_the_file(tmp_path):
   make_sst2(tmp_path / "data", num_dev=8)
   args = toy_args(str(tmp_path), tmp_path / "data", tmp_path / "out", do_predict=True,
@@ -179,6 +187,7 @@ def test_bad_inputs_raise_naming_the_file(tmp_path):
     classifier_runner((dict(args, bert_config_file=small)))
 
 
+@pytest.mark.slow
 def test_cli_exits_non_zero_with_the_file_and_line(tmp_path):
   make_sst2(tmp_path / "data", num_train=4, num_dev=4)
   with open(tmp_path / "data" / "dev.tsv", "a") as f:

@@ -18,6 +18,8 @@ from tiny_pretraining import (CONFIG, PREDS, SEQ, assert_same_values, checkpoint
                               write_pretraining_records)
 from tfrecords import datasets
 
+pytestmark = pytest.mark.slow  # Every test here trains, exports or starts processes.
+
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
 
 

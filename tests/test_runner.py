@@ -16,6 +16,8 @@ from bert_tf.training import distribute
 from export import saved_model
 from toys import VOCAB, make_sst2, tiny_config, toy_args
 
+pytestmark = pytest.mark.slow  # Every test here trains, exports or starts processes.
+
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
 
 

@@ -277,6 +277,7 @@ def _squad_evaluate(*args):
                         cwd=ROOT, env=env, capture_output=True, text=True)
 
 
+@pytest.mark.slow
 def test_command_line(tmp_path):
   dataset, predictions, na_probs = _v2_fixture()
   data = _write_json(tmp_path / "dev.json", {"version": "v2.0", "data": dataset})

@@ -362,6 +362,7 @@ FRESH_PROCESS = textwrap.dedent("""
     """)
 
 
+@pytest.mark.slow
 def test_saved_model_answers_in_a_fresh_process(tmp_path, model, tokenizer):
   qa = QuestionAnswerer(model, tokenizer, _config(version_2_with_negative=True))
   signatures = qa.signatures()
@@ -385,6 +386,7 @@ def test_saved_model_answers_in_a_fresh_process(tmp_path, model, tokenizer):
   _check_offsets(here, pairs)
 
 
+@pytest.mark.slow
 def test_bad_input_still_answers(model, tokenizer):
   """Empty texts, a 100 kB context, invalid UTF-8, a question far over max_query_length:
   answers, the same in a batch of them all as one by one, and the same whatever the number of

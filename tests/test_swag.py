@@ -202,6 +202,7 @@ def trained(tmp_path_factory):
                                 tf_serving.export)
 
 
+@pytest.mark.slow
 def test_fine_tuning_learns_the_toy_choice(trained):
   _, args, results = trained
   best = results["best"]
@@ -211,6 +212,7 @@ def test_fine_tuning_learns_the_toy_choice(trained):
     assert f"eval_accuracy = {best['eval_accuracy']}" in f.read().splitlines()
 
 
+@pytest.mark.slow
 def test_test_results_hold_four_probabilities(trained):
   task, args, _ = trained
   probabilities = np.loadtxt(os.path.join(args.output_dir, "test_results.tsv"))
@@ -222,6 +224,7 @@ def test_test_results_hold_four_probabilities(trained):
   assert task.read_examples("test")[0].label is None
 
 
+@pytest.mark.slow
 def test_export_round_trip(trained, tokenizer):
   """The run's export (--export_dir) answers raw text as the restored model answers features."""
   task, args, results = trained
@@ -259,6 +262,7 @@ def test_export_round_trip(trained, tokenizer):
 
 # --- The command line. ------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_cli_exits_with_one_line(tmp_path):
   make_swag(tmp_path / "data", num_train=4, num_val=4)
   rows = swag_rows(4, 1)

@@ -136,6 +136,7 @@ def test_lower_case_matches_python_on_final_sigma_contexts():
   assert [g.decode() for g in got] == [t.lower() for t in texts]
 
 
+@pytest.mark.slow
 def test_uncased_words_ignore_the_process_locale():
   """ICU lower-cases with the default locale, where Turkish would make "I" dotless "ı"."""
   text = "ISTANBUL IĞDIR İzmir"
@@ -256,6 +257,7 @@ def test_vocab_file_errors(tmp_path):
 # --- Serving: the module saves with its vocab as an asset and runs the same graph.
 
 
+@pytest.mark.slow
 def test_saved_model_carries_vocab_and_tokenizes(tiny_vocab, tmp_path):
   tokenizer = tokenization.FullTokenizer(tiny_vocab, do_lower_case=True)
   export_dir = str(tmp_path / "saved")

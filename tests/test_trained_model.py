@@ -45,6 +45,7 @@ def sst2(tmp_path_factory):
   return args
 
 
+@pytest.mark.slow
 def test_a_fine_tuned_init_checkpoint_predicts_with_its_head(sst2, tmp_path, caplog):
   caplog.set_level(logging.INFO, logger="absl")  # Whatever verbosity an earlier test left.
   args = dict(sst2, do_train=False, output_dir=str(tmp_path / "new"), init_checkpoint=
@@ -93,6 +94,7 @@ def _as_tf1(output_dir: str, folder, head: tuple[str, str]) -> str:
   return prefix
 
 
+@pytest.mark.slow
 def test_the_originals_fine_tuned_tf1_checkpoint_predicts_with_its_head(sst2, tmp_path):
   prefix = _as_tf1(sst2["output_dir"], tmp_path / "tf1", ("output_weights", "output_bias"))
   args = dict(sst2, do_train=False, output_dir=str(tmp_path / "new"), init_checkpoint=prefix,
@@ -109,6 +111,7 @@ def test_the_originals_fine_tuned_tf1_checkpoint_predicts_with_its_head(sst2, tm
     classifier_runner(dict(args, init_checkpoint=prefix, output_dir=str(tmp_path / "new2")))
 
 
+@pytest.mark.slow
 def test_nothing_untrained_predicts(sst2, tmp_path):
   args = dict(sst2, do_train=False, output_dir=str(tmp_path / "new"), bert_config_file=None,
               vocab_file=None)
@@ -124,6 +127,7 @@ def test_nothing_untrained_predicts(sst2, tmp_path):
     classifier_runner(dict(args, init_checkpoint=str(pretrained)))
 
 
+@pytest.mark.slow
 def test_an_init_checkpoint_with_other_labels_trains_a_fresh_head(sst2, tmp_path, caplog):
   caplog.set_level(logging.INFO, logger="absl")  # Whatever verbosity an earlier test left.
   make_stsb(tmp_path / "data")
@@ -164,6 +168,7 @@ def _run_ner(data, output_dir, *flags):
       capture_output=True, text=True, timeout=300, env=ENV)
 
 
+@pytest.mark.slow
 def test_a_predict_only_run_takes_the_trained_runs_settings(toy_ner, tmp_path):
   data = os.path.join(os.path.dirname(toy_ner), "data")
   # As the original's README predicts: --init_checkpoint=$TRAINED; no --max_seq_length.
@@ -188,6 +193,7 @@ def _model_files(out) -> dict:
               vocab_file=os.path.join(out, "vocab.txt"))
 
 
+@pytest.mark.slow
 def test_a_renamed_tag_in_the_data_folder_is_named(toy_ner, tmp_path):
   out = tmp_path / "out"
   shutil.copytree(toy_ner, out)
@@ -199,6 +205,7 @@ def test_a_renamed_tag_in_the_data_folder_is_named(toy_ner, tmp_path):
     _predict(tmp_path / "data", out, SAME, **_model_files(out))
 
 
+@pytest.mark.slow
 def test_a_head_that_no_longer_fits_is_the_last_line(toy_ner, tmp_path):
   out = tmp_path / "out"
   shutil.copytree(toy_ner, out)
@@ -225,6 +232,7 @@ def test_a_head_that_no_longer_fits_is_the_last_line(toy_ner, tmp_path):
 
 
 # Empty splits: one line naming the file.
+@pytest.mark.slow
 def test_an_empty_dev_file_is_named(toy_ner, tmp_path):
   shutil.copytree(os.path.join(os.path.dirname(toy_ner), "data"), tmp_path / "data")
   (tmp_path / "data" / "dev.txt").write_text("-DOCSTART- -X- -X- O\n\n")
@@ -233,6 +241,7 @@ def test_an_empty_dev_file_is_named(toy_ner, tmp_path):
     _predict(tmp_path / "data", tmp_path / "new", SAME, init_checkpoint=toy_ner, do_eval=True)
 
 
+@pytest.mark.slow
 def test_a_squad_predict_file_without_questions_is_named(tmp_path):
   context = "The tower was built in 1889 by Gustave Eiffel."
   train = {"version": "1.1", "data": [{"title": "t", "paragraphs": [{"context": context, "qas": [
@@ -266,6 +275,7 @@ def test_a_hugging_face_config_json_is_a_bert_config_file(tmp_path):
 
 
 # run_pretraining to a larger --num_train_steps.
+@pytest.mark.slow
 def test_pretraining_goes_on_to_a_larger_num_train_steps(tmp_path, caplog):
   caplog.set_level(logging.INFO, logger="absl")  # Whatever verbosity an earlier test left.
   records = write_pretraining_records(str(tmp_path / "data.tfrecord"), 16)

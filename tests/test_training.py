@@ -39,6 +39,7 @@ def runs(tmp_path_factory):
   return dict(dir=d, records=records, init=init, full=full, half=half)
 
 
+@pytest.mark.slow
 def test_killed_run_resumed_in_another_process_matches_the_uninterrupted_run(runs):
   d = runs["dir"]
   assert checkpoint_steps(d / "full") == [2, 4, 6, 8]
@@ -64,6 +65,7 @@ def test_killed_run_resumed_in_another_process_matches_the_uninterrupted_run(run
   assert len(init) > 40 and all("_key_dense/bias" in n for n in still), still
 
 
+@pytest.mark.slow
 def test_a_finished_run_is_not_trained_further(runs):
   strategy = distribute.get_strategy("one_device")
   results = train_tiny(strategy, runs["records"], runs["init"], str(runs["dir"] / "full"),
@@ -72,6 +74,7 @@ def test_a_finished_run_is_not_trained_further(runs):
   assert checkpoint_steps(runs["dir"] / "full") == [2, 4, 6, 8]
 
 
+@pytest.mark.slow
 def test_the_training_loop_and_its_step_are_traced_once(runs, tmp_path, monkeypatch):
   """Slots created in the loop's first call would make tf.function trace it twice (once to
   create the variables, once to run); the metrics' names come from the step's own trace,
@@ -90,6 +93,7 @@ def test_the_training_loop_and_its_step_are_traced_once(runs, tmp_path, monkeypa
                                         "next_sentence_accuracy", "next_sentence_loss"]
 
 
+@pytest.mark.slow
 def test_xla_compiled_step_matches_the_plain_one(runs, tmp_path):
   strategy = distribute.get_strategy("one_device")
   results = train_tiny(strategy, runs["records"], runs["init"], str(tmp_path), 4,
@@ -100,6 +104,7 @@ def test_xla_compiled_step_matches_the_plain_one(runs, tmp_path):
                      rtol=1e-3, atol=1e-4)
 
 
+@pytest.mark.slow
 def test_float16_with_loss_scaling_trains_close_to_float32(runs, tmp_path):
   strategy = distribute.get_strategy("one_device")
   loop.set_mixed_precision("fp16")
@@ -114,6 +119,7 @@ def test_float16_with_loss_scaling_trains_close_to_float32(runs, tmp_path):
   assert all(v.dtype != np.float16 for v in values.values())  # float32 master weights
 
 
+@pytest.mark.slow
 def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path, runs):
   # Records 24..31 have NaN weights: read in order, step 4's batch is poisoned.
   records = write_pretraining_records(str(tmp_path / "nan.tfrecord"), 32, nan_from=24)
@@ -128,6 +134,7 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path, runs):
   assert all(np.isfinite(v).all() for v in checkpoint_values(str(out / "ckpt-2")).values())
 
 
+@pytest.mark.slow
 def test_nan_weights_under_a_finite_loss_are_not_saved(tmp_path, runs):
   @tf.custom_gradient
   def nan_gradient(x):
@@ -148,6 +155,7 @@ def test_nan_weights_under_a_finite_loss_are_not_saved(tmp_path, runs):
   assert checkpoint_steps(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_evaluate_reports_the_checkpoint_loss_and_step(runs):
   def eval_dataset(ctx):
     return datasets.pretraining_dataset(runs["records"], SEQ, PREDS, BATCH, is_training=False,
@@ -177,6 +185,7 @@ def test_evaluate_reports_the_checkpoint_loss_and_step(runs):
   assert [p.name for p in runs["dir"].glob("eval_results.txt*")] == ["eval_results.txt"]
 
 
+@pytest.mark.slow
 def test_a_truncated_shard_met_in_the_training_loop_is_named(tmp_path):
   """TensorFlow's DataLossError from inside the loop's tf.function names no file; the reader's
   guard finds the one cut short."""
@@ -195,6 +204,7 @@ def test_a_truncated_shard_met_in_the_training_loop_is_named(tmp_path):
                  str(tmp_path / "out"), TOTAL_STEPS, steps_per_loop=2)
 
 
+@pytest.mark.slow
 def test_a_failed_save_leaves_no_half_written_checkpoint(tmp_path, runs, monkeypatch):
   """A disk that fills during a save: TensorFlow leaves ckpt-<N>_temp/ behind and says so in
   graph terms; the run removes the former, and the entry points' one line keeps the path and
