@@ -2,6 +2,9 @@
 import dataclasses
 import json
 
+from tfrecords.masked_lm import MaskingRules
+
+
 # Position embeddings of every released BERT: a longer sequence cannot be embedded.
 MAX_POSITIONS = 512
 
@@ -37,20 +40,15 @@ class PretrainingDataConfig:
                        f"(BERT has {MAX_POSITIONS} position embeddings)")
     if self.random_seed < 0:
       raise ValueError(f"--random_seed={self.random_seed}: must be >= 0")
-    if self.max_predictions_per_seq < 1:
-      raise ValueError(f"--max_predictions_per_seq={self.max_predictions_per_seq}: must be >= 1")
     if self.dupe_factor < 1:
       raise ValueError(f"--dupe_factor={self.dupe_factor}: must be >= 1")
-    if not 0 < self.masked_lm_prob <= 1:
-      raise ValueError(f"--masked_lm_prob={self.masked_lm_prob}: must be in (0, 1]")
     if not 0 <= self.short_seq_prob <= 1:
       raise ValueError(f"--short_seq_prob={self.short_seq_prob}: must be in [0, 1]")
-    for name in ("mask_token_prob", "random_token_prob"):
-      if not 0 <= getattr(self, name) <= 1:
-        raise ValueError(f"--{name}={getattr(self, name)}: must be in [0, 1]")
-    if self.mask_token_prob + self.random_token_prob > 1:
-      raise ValueError(f"--mask_token_prob={self.mask_token_prob} plus --random_token_prob="
-                       f"{self.random_token_prob} exceeds 1")
+    self.masking_rules()  # Their checks.
+
+  def masking_rules(self) -> MaskingRules:
+    return MaskingRules(self.max_predictions_per_seq, self.masked_lm_prob,
+                        self.do_whole_word_mask, self.mask_token_prob, self.random_token_prob)
 
   def to_dict(self) -> dict:
     return dataclasses.asdict(self)

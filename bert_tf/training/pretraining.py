@@ -26,9 +26,10 @@ from bert_tf.modeling.configs import BertConfig
 from bert_tf.training import distribute
 from bert_tf.training import loop
 from bert_tf.training import optimization
-from bert_tf.training.dynamic_masking import DynamicMasker, MaskingRules
+from bert_tf.training.dynamic_masking import DynamicMasker
 from tfrecords import datasets
 from tfrecords import schema
+from tfrecords.masked_lm import MaskingRules
 
 
 @dataclasses.dataclass
