@@ -11,6 +11,7 @@ TensorFlow or torch: both venvs read it.
 
   PYTHONPATH=. python3 benchmarks/recipes.py        # prints every recipe
 """
+import argparse
 import json
 import sys
 
@@ -103,15 +104,24 @@ def apply_to_absl_flags(flag_values) -> dict:
 
 
 def parse_args(parser, default_recipe: str, argv=None):
-  """argparse with --recipe: the recipe's values become the parser's defaults (an option given
-  on the command line wins), every recipe key an attribute of the result whether or not the
-  parser has an option for it, and --data_dir, when the parser has it and it was not given,
+  """argparse with --recipe: an option for each of the recipe's settings (`--name=value`; a
+  truth value also `--name` alone), whose defaults are the recipe's (an option given on the
+  command line wins), and --data_dir, when the parser has it and it was not given,
   $BERT_TF_DATA/<data>."""
   parser.add_argument("--recipe", default=default_recipe, choices=list(RECIPES),
                       help="The named recipe (benchmarks/recipes.py); an option given on the "
                       "command line wins over its value.")
-  known, _ = parser.parse_known_args(argv)
-  recipe = get(known.recipe)
+  # Which recipe, before the whole parse: its options then show in --help.
+  which = argparse.ArgumentParser(add_help=False)
+  which.add_argument("--recipe", default=default_recipe)
+  recipe = get(which.parse_known_args(argv)[0].recipe)
+  for key, value in recipe.items():  # Each of the recipe's settings, overridable.
+    if key != "data":
+      try:
+        parser.add_argument(f"--{key}", type=_option_type(value),
+                            **({"nargs": "?", "const": True} if isinstance(value, bool) else {}))
+      except argparse.ArgumentError:
+        pass  # The script declares it itself.
   parser.set_defaults(**{k: v for k, v in recipe.items() if k != "data"})
   args = parser.parse_args(argv)
   if "data" in recipe and getattr(args, "data_dir", "") is None:
@@ -120,6 +130,12 @@ def parse_args(parser, default_recipe: str, argv=None):
     except SystemExit as e:
       parser.error(str(e))
   return args
+
+
+def _option_type(value):
+  if isinstance(value, bool):
+    return lambda text: text.lower() in ("1", "true", "yes")
+  return type(value)
 
 
 if __name__ == "__main__":

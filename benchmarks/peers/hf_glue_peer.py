@@ -42,8 +42,8 @@ import transformers
 
 from bert_tf.tasks import glue
 from bert_tf.tasks import metrics as metrics_lib
-from benchmarks.peers.hf_peer import (batches, build_optimizer, impl, replay_config, replay_steps,
-                                     time_steps, train_step)
+from benchmarks.peers.hf_peer import (add_training_options, batches, build_optimizer, impl,
+                                     replay_config, replay_steps, time_steps, train_step)
 from benchmarks import recipes  # --recipe: the recipe shared with benchmarks/runs/glue.py
 
 
@@ -72,31 +72,8 @@ def main():
   parser = argparse.ArgumentParser()
   parser.add_argument("--data_dir", help="default: $BERT_TF_DATA/<the recipe's>")
   parser.add_argument("--model_dir", required=True)
-  # The recipe's options: their defaults are the --recipe's (benchmarks/recipes.py).
-  parser.add_argument("--task_name")
-  parser.add_argument("--train_batch_size", type=int)
-  parser.add_argument("--num_train_epochs", type=float)
-  parser.add_argument("--learning_rate", type=float)
-  parser.add_argument("--warmup_proportion", type=float)
-  parser.add_argument("--max_seq_length", type=int)
-  parser.add_argument("--seed", type=int)
-  parser.add_argument("--threads", type=int, default=2)
-  parser.add_argument("--original_schedule", action="store_true",
-                      help="Decay the learning rate from step 0 as google-research/bert "
-                      "does, instead of from the end of warmup as transformers does.")
-  parser.add_argument("--padding", choices=("max_length", "longest"), default="max_length",
-                      help="max_length: run_glue's default (--pad_to_max_length); longest: "
-                      "Trainer's dynamic padding, each batch to its longest sequence.")
-  parser.add_argument("--group_by_length", action="store_true",
-                      help="Trainer's --group_by_length: batches of similar lengths.")
-  parser.add_argument("--replay_file", help="Replay bert_tf's steps from this .npz.")
-  parser.add_argument("--replay_dropout", action="store_true",
-                      help="Keep the model's dropout in the replay.")
-  parser.add_argument("--replay_eval", action="store_true",
-                      help="Score the replayed model on dev.")
-  parser.add_argument("--time_steps", type=int, default=0,
-                      help="Only time this many training steps on one batch (after as many "
-                      "untimed).")
+  add_training_options(parser, padding="max_length")
+  # And an option for each of the recipe's settings (benchmarks/recipes.py).
   args = recipes.parse_args(parser, "glue_mrpc")
   torch.set_num_threads(args.threads)
   torch.manual_seed(args.seed)

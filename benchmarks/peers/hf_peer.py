@@ -14,6 +14,30 @@ import transformers
 import transformers.trainer_pt_utils
 
 
+def add_training_options(parser, padding: str | None) -> None:
+  """The options of every peer's training beside the recipe's: threads, the schedule, the
+  batches (`padding` the default: the transformers example script's; None: no choice, as
+  SQuAD's windows), step timing, the paired replay."""
+  parser.add_argument("--threads", type=int, default=2)
+  parser.add_argument("--original_schedule", action="store_true",
+                      help="Decay the learning rate from step 0 as google-research/bert "
+                      "does, instead of from the end of warmup as transformers does.")
+  if padding:
+    parser.add_argument("--padding", choices=("max_length", "longest"), default=padding,
+                        help="max_length: every batch padded to max_seq_length; longest: each "
+                        "batch to its longest sequence (Trainer's dynamic padding).")
+    parser.add_argument("--group_by_length", action="store_true",
+                        help="Trainer's --group_by_length: batches of similar lengths.")
+  parser.add_argument("--time_steps", type=int, default=0,
+                      help="Only time this many training steps on one batch (after as many "
+                      "untimed).")
+  parser.add_argument("--replay_file", help="Replay bert_tf's steps from this .npz.")
+  parser.add_argument("--replay_dropout", action="store_true",
+                      help="Keep the model's dropout in the replay.")
+  parser.add_argument("--replay_eval", action="store_true",
+                      help="Score the replayed model on the evaluation data.")
+
+
 def impl() -> str:
   return f"hf_transformers {transformers.__version__} torch {torch.__version__}"
 

@@ -70,8 +70,8 @@ import torch
 import transformers
 
 from benchmarks import recipes  # --recipe: the recipe shared with benchmarks/runs/squad.py
-from benchmarks.peers.hf_peer import (batches, build_optimizer, impl, replay_config, replay_steps,
-                                     time_steps, train_step)
+from benchmarks.peers.hf_peer import (add_training_options, batches, build_optimizer, impl,
+                                     replay_config, replay_steps, time_steps, train_step)
 
 
 @dataclasses.dataclass
@@ -380,34 +380,10 @@ def main():
   parser.add_argument("--predict_file", default="/tmp/squad_bench/eval-v1.1.json")
   parser.add_argument("--model_dir", required=True)
   parser.add_argument("--output_dir", default="/tmp/hf_squad")
-  # The recipe's options: their defaults are the --recipe's (benchmarks/recipes.py).
-  parser.add_argument("--version_2_with_negative", action="store_true")
-  parser.add_argument("--max_seq_length", type=int)
-  parser.add_argument("--doc_stride", type=int)
-  parser.add_argument("--max_query_length", type=int)
-  parser.add_argument("--train_batch_size", type=int)
-  parser.add_argument("--predict_batch_size", type=int)
-  parser.add_argument("--num_train_epochs", type=float)
-  parser.add_argument("--learning_rate", type=float)
-  parser.add_argument("--warmup_proportion", type=float)
-  parser.add_argument("--seed", type=int)
-  parser.add_argument("--n_best_size", type=int)
-  parser.add_argument("--max_answer_length", type=int)
-  parser.add_argument("--null_score_diff_threshold", type=float)
-  parser.add_argument("--threads", type=int, default=2)
-  parser.add_argument("--original_schedule", action="store_true",
-                      help="Decay the learning rate from step 0 as google-research/bert "
-                      "does, instead of from the end of warmup as transformers does.")
-  parser.add_argument("--replay_file", help="Replay bert_tf's steps from this .npz.")
-  parser.add_argument("--replay_dropout", action="store_true",
-                      help="Keep the model's dropout in the replay.")
-  parser.add_argument("--replay_eval", action="store_true",
-                      help="Score the replayed model on --predict_file.")
   parser.add_argument("--dump_windows", help="Write the windows here (.npz) and stop.")
   parser.add_argument("--score_logits", help="Score these logits (.npz: start, end) and stop.")
-  parser.add_argument("--time_steps", type=int, default=0,
-                      help="Only time this many training steps on one batch (after as many "
-                      "untimed).")
+  add_training_options(parser, padding=None)
+  # And an option for each of the recipe's settings (benchmarks/recipes.py).
   args = recipes.parse_args(parser, "squad_v1")
   torch.set_num_threads(args.threads)
   torch.manual_seed(args.seed)
