@@ -151,3 +151,18 @@ def test_the_toy_task_trains_exports_and_serves(tmp_path, vocab_file, serve_in_f
   assert [os.path.basename(p) for p in (results["export_path"], again)] == ["1", "2"]
   served = serve_in_fresh_process(again, {"sentence": [text for text, _ in predicted]})
   np.testing.assert_allclose(served["score"], [float(s) for _, s in predicted], atol=1e-4)
+
+
+def test_a_name_is_one_task():
+  assert tasks.task_class("sentence_score") is SentenceScoreTask
+  assert "sentence_score" in tasks.kinds() and "squad" in tasks.kinds()
+
+  class Other(SentenceScoreTask):
+    pass
+  with pytest.raises(ValueError, match="task 'sentence_score' is .*SentenceScoreTask already"):
+    tasks.register(Other)
+  with pytest.raises(ValueError, match=r"x/task_config.json: unknown task 'nope'; known: "
+                                       r"classification, multiple_choice, ner, sentence_score"):
+    tasks.task_class("nope", "x/task_config.json")
+  with pytest.raises(TypeError, match="unknown inputs train_file; it takes data_dir"):
+    tasks.build("sentence_score", train_file="x")
