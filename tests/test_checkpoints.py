@@ -95,6 +95,7 @@ def _assert_minilm_parity(encoder, parity):
   assert np.abs(out["pooled_output"] - parity["pooled_output"]).max() <= 1e-4
 
 
+@pytest.mark.slow
 def test_hugging_face_minilm_matches_bert_model(parity):
   assert parity["input_mask"].min() == 0 and parity["input_type_ids"].max() == 1
   config, encoder = bert_tf.load_encoder(MINILM)

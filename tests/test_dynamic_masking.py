@@ -89,6 +89,7 @@ def test_masks_follow_the_offline_maskers_statistics(real_batches, whole_word):
     assert split_words > 0  # Sanity: the text has words of several pieces.
 
 
+@pytest.mark.slow
 def test_two_epochs_draw_different_masks_and_a_seed_repeats_them(real_batches):
   rules = MaskingRules(20, 0.15)
 

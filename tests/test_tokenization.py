@@ -105,6 +105,7 @@ def _reference_words(text: str, do_lower_case: bool) -> list[str]:
   return " ".join(words).split()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("do_lower_case", [True, False])
 def test_split_words_matches_reference_on_every_code_point(do_lower_case):
   cps = _code_points()
