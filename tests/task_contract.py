@@ -1,6 +1,6 @@
 """The contract every fine-tuning task keeps (`bert_tf.tasks.task.FineTuningTask`), as a test
-class to subclass: a task's test module gives a `case` fixture (a `Case`: the task's name, its
-settings, and toy data to build it on) and inherits one test per clause:
+class to subclass: a task's test module gives a class-scoped `case` fixture (a `Case`: the
+task's name, its settings, and toy data to build it on) and inherits one test per clause:
 
   - the task is built by name from its settings and data (`bert_tf.tasks.build`);
   - its features' records round-trip through the record files (`tfrecords`) unchanged;
@@ -69,10 +69,12 @@ def _plain(value):
 class TaskContract:
   """Subclass as `class Test...(TaskContract)` beside a `case` fixture."""
 
-  @pytest.fixture
-  def built(self, case, tmp_path, tokenizer, tiny_bert_config):
-    """(task, its eval examples, their features, the model): the model fresh and seeded."""
-    task = tasks.build(case.kind, case.settings, **case.make_data(str(tmp_path / "data")))
+  @pytest.fixture(scope="class")
+  def built(self, case, tmp_path_factory, tokenizer, tiny_bert_config):
+    """(task, its eval examples, their features, the model): the model fresh and seeded; one
+    for all the clauses of a case (none changes it)."""
+    data = tmp_path_factory.mktemp("data")
+    task = tasks.build(case.kind, case.settings, **case.make_data(str(data / case.kind)))
     assert type(task) is tasks.task_class(case.kind)
     examples = task.read_examples(task.splits("eval")[0])
     features = task.convert_examples(examples, tokenizer, is_training=False)
@@ -135,6 +137,7 @@ class TaskContract:
     metrics = task.evaluate(examples, padded)
     assert task.primary_metric in metrics and np.isfinite(metrics[task.primary_metric])
 
+  @pytest.mark.slow  # Tracing a serving graph takes seconds.
   def test_warmup_requests_pass_the_signature(self, built, tokenizer):
     task, examples, _, model = built
     serve = task.serving_module(model, tokenizer).signatures()[tf_serving.TEXT_SIGNATURE]

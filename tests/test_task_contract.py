@@ -44,6 +44,6 @@ CASES = {
 
 class TestBuiltInTasks(TaskContract):
 
-  @pytest.fixture(params=sorted(CASES))
+  @pytest.fixture(scope="class", params=sorted(CASES))
   def case(self, request) -> Case:
     return CASES[request.param]

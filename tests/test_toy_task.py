@@ -124,7 +124,7 @@ def make_scores(data_dir, num_train=96, num_dev=24, seed=0) -> dict:
 
 class TestSentenceScoreContract(TaskContract):
 
-  @pytest.fixture
+  @pytest.fixture(scope="class")
   def case(self) -> Case:
     return Case("sentence_score", {"max_seq_length": 16}, make_scores)
 
