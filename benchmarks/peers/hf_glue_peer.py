@@ -33,7 +33,6 @@ steps on the first batch, repeated (no input, loading or evaluation timed); prin
 """
 import argparse
 import json
-import sys
 import time
 
 import numpy as np
@@ -43,7 +42,8 @@ import transformers
 from bert_tf.tasks import glue
 from bert_tf.tasks import metrics as metrics_lib
 from benchmarks.peers.hf_peer import (add_training_options, batches, build_optimizer, impl,
-                                     replay_config, replay_steps, time_steps, train_step)
+                                     replay_config, replay_steps, time_steps)
+from benchmarks.peers.hf_peer import train as train_steps
 from benchmarks import recipes  # --recipe: the recipe shared with benchmarks/runs/glue.py
 
 
@@ -108,15 +108,9 @@ def main():
     time_steps(model, optimizer, next(batches(train, args.train_batch_size, 1, args.seed)),
                args.time_steps)
     return
-  losses = []
-  for step, batch in enumerate(batches(train, args.train_batch_size, num_steps, args.seed,
-                                       args.padding, args.group_by_length), 1):
-    losses.append(train_step(model, optimizer, batch).item())
-    if step % 50 == 0 or step == num_steps:  # as bert_tf's training log: the running mean
-      print(f"step {step}/{num_steps} | loss {np.mean(losses):.4f} | learning_rate "
-            f"{schedule.get_last_lr()[0]:.3e}", file=sys.stderr, flush=True)
-      losses = []
-    schedule.step()
+  train_steps(model, optimizer, schedule, batches(train, args.train_batch_size, num_steps,
+                                                  args.seed, args.padding,
+                                                  args.group_by_length), num_steps)
   train_s = time.time() - start
 
   results = evaluate(model, dev, task)

@@ -45,7 +45,6 @@ test scores.
 """
 import argparse
 import json
-import sys
 import time
 
 import numpy as np
@@ -54,7 +53,8 @@ import torch
 import transformers
 
 from benchmarks.peers.hf_peer import (add_training_options, batches, build_optimizer, impl,
-                                     replay_config, replay_steps, time_steps, train_step)
+                                     replay_config, replay_steps, time_steps)
+from benchmarks.peers.hf_peer import train as train_steps
 from benchmarks import recipes  # --recipe: the recipe shared with benchmarks/runs/ner.py
 
 DOCSTART = "-DOCSTART-"
@@ -182,16 +182,9 @@ def main():
     time_steps(model, optimizer, next(batches(train, args.train_batch_size, 1, args.seed)),
                args.time_steps)
     return
-  losses = []
   stream = batches(train, args.train_batch_size, num_steps, args.seed, args.padding,
                    args.group_by_length)
-  for step, batch in enumerate(stream, 1):
-    losses.append(train_step(model, optimizer, batch).item())
-    if step % 50 == 0 or step == num_steps:  # as bert_tf's training log: the running mean
-      print(f"step {step}/{num_steps} | loss {np.mean(losses):.4f} | learning_rate "
-            f"{schedule.get_last_lr()[0]:.3e}", file=sys.stderr, flush=True)
-      losses = []
-    schedule.step()
+  train_steps(model, optimizer, schedule, stream, num_steps)
   train_s = time.time() - start
 
   results = evaluate(args, tokenizer, model, labels)

@@ -6,6 +6,7 @@ repository root on the path), never run; prints only what its callers ask (the s
 JSON line). torch and transformers only."""
 import json
 import random
+import sys
 import time
 
 import numpy as np
@@ -80,6 +81,19 @@ def train_step(model, optimizer, batch):
   optimizer.step()
   optimizer.zero_grad()
   return loss
+
+
+def train(model, optimizer, schedule, stream, num_steps: int) -> None:
+  """The training steps over the batches of `stream`, the learning rate scheduled after each,
+  logging the running mean loss every 50 steps (as bert_tf's training log) to stderr."""
+  losses = []
+  for step, batch in enumerate(stream, 1):
+    losses.append(train_step(model, optimizer, batch).item())
+    if step % 50 == 0 or step == num_steps:
+      print(f"step {step}/{num_steps} | loss {np.mean(losses):.4f} | learning_rate "
+            f"{schedule.get_last_lr()[0]:.3e}", file=sys.stderr, flush=True)
+      losses = []
+    schedule.step()
 
 
 def time_steps(model, optimizer, batch, num_steps):

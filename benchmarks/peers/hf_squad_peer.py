@@ -71,7 +71,8 @@ import transformers
 
 from benchmarks import recipes  # --recipe: the recipe shared with benchmarks/runs/squad.py
 from benchmarks.peers.hf_peer import (add_training_options, batches, build_optimizer, impl,
-                                     replay_config, replay_steps, time_steps, train_step)
+                                     replay_config, replay_steps, time_steps)
+from benchmarks.peers.hf_peer import train as train_steps
 
 
 @dataclasses.dataclass
@@ -410,14 +411,8 @@ def main():
     time_steps(model, optimizer, next(batches(train, args.train_batch_size, 1, args.seed)),
                args.time_steps)
     return
-  losses = []
-  for step, batch in enumerate(batches(train, args.train_batch_size, num_steps, args.seed), 1):
-    losses.append(train_step(model, optimizer, batch).item())
-    if step % 50 == 0 or step == num_steps:  # as bert_tf's training log: the running mean
-      print(f"step {step}/{num_steps} | loss {np.mean(losses):.4f} | learning_rate "
-            f"{schedule.get_last_lr()[0]:.3e}", file=sys.stderr, flush=True)
-      losses = []
-    schedule.step()
+  train_steps(model, optimizer, schedule,
+              batches(train, args.train_batch_size, num_steps, args.seed), num_steps)
   train_s = time.time() - start
 
   scores = evaluate_model(args, model, tokenizer)
