@@ -41,10 +41,8 @@ import transformers
 
 from bert_tf.tasks import glue
 from bert_tf.tasks import metrics as metrics_lib
-from benchmarks.peers.hf_peer import (add_training_options, batches, build_optimizer, impl,
-                                     replay_config, replay_steps, time_steps)
-from benchmarks.peers.hf_peer import train as train_steps
-from benchmarks import recipes  # --recipe: the recipe shared with benchmarks/runs/glue.py
+from benchmarks.peers.hf_peer import fine_tune, impl, replay_config, replay_steps
+from benchmarks.peers.hf_peer import parse_args as peer_args
 
 
 def encode(tokenizer, examples, labels, max_seq_length):
@@ -72,11 +70,7 @@ def main():
   parser = argparse.ArgumentParser()
   parser.add_argument("--data_dir", help="default: $BERT_TF_DATA/<the recipe's>")
   parser.add_argument("--model_dir", required=True)
-  add_training_options(parser, padding="max_length")
-  # And an option for each of the recipe's settings (benchmarks/recipes.py).
-  args = recipes.parse_args(parser, "glue_mrpc")
-  torch.set_num_threads(args.threads)
-  torch.manual_seed(args.seed)
+  args = peer_args(parser, "glue_mrpc", padding="max_length")
 
   task = glue.get_task_data(args.task_name, args.data_dir)
   labels = task.label_list(args.data_dir)
@@ -101,16 +95,9 @@ def main():
   start = time.time()
   model = transformers.BertForSequenceClassification.from_pretrained(
       args.model_dir, num_labels=len(labels))
-  optimizer, schedule = build_optimizer(model, args.learning_rate, num_steps,
-                                        args.original_schedule, args.warmup_proportion)
-  model.train()
-  if args.time_steps:
-    time_steps(model, optimizer, next(batches(train, args.train_batch_size, 1, args.seed)),
-               args.time_steps)
+  if not fine_tune(model, train, num_steps, args, padding=args.padding,
+                   group_by_length=args.group_by_length):
     return
-  train_steps(model, optimizer, schedule, batches(train, args.train_batch_size, num_steps,
-                                                  args.seed, args.padding,
-                                                  args.group_by_length), num_steps)
   train_s = time.time() - start
 
   results = evaluate(model, dev, task)

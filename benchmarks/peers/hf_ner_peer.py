@@ -52,10 +52,8 @@ from seqeval.metrics import f1_score, precision_score, recall_score
 import torch
 import transformers
 
-from benchmarks.peers.hf_peer import (add_training_options, batches, build_optimizer, impl,
-                                     replay_config, replay_steps, time_steps)
-from benchmarks.peers.hf_peer import train as train_steps
-from benchmarks import recipes  # --recipe: the recipe shared with benchmarks/runs/ner.py
+from benchmarks.peers.hf_peer import fine_tune, impl, replay_config, replay_steps
+from benchmarks.peers.hf_peer import parse_args as peer_args
 
 DOCSTART = "-DOCSTART-"
 
@@ -156,11 +154,7 @@ def main():
   parser = argparse.ArgumentParser()
   parser.add_argument("--data_dir", help="default: $BERT_TF_DATA/<the recipe's>")
   parser.add_argument("--model_dir", required=True)
-  add_training_options(parser, padding="longest")
-  # And an option for each of the recipe's settings (benchmarks/recipes.py).
-  args = recipes.parse_args(parser, "ner_conll")
-  torch.set_num_threads(args.threads)
-  torch.manual_seed(args.seed)
+  args = peer_args(parser, "ner_conll", padding="longest")
   tokenizer = transformers.BertTokenizerFast(f"{args.model_dir}/vocab.txt", do_lower_case=True)
   if args.replay_file:
     replay(args, tokenizer)
@@ -175,16 +169,9 @@ def main():
   model = transformers.AutoModelForTokenClassification.from_pretrained(
       args.model_dir, num_labels=len(labels), id2label=dict(enumerate(labels)),
       label2id=label_ids)
-  optimizer, schedule = build_optimizer(model, args.learning_rate, num_steps,
-                                        args.original_schedule, args.warmup_proportion)
-  model.train()
-  if args.time_steps:
-    time_steps(model, optimizer, next(batches(train, args.train_batch_size, 1, args.seed)),
-               args.time_steps)
+  if not fine_tune(model, train, num_steps, args, padding=args.padding,
+                   group_by_length=args.group_by_length):
     return
-  stream = batches(train, args.train_batch_size, num_steps, args.seed, args.padding,
-                   args.group_by_length)
-  train_steps(model, optimizer, schedule, stream, num_steps)
   train_s = time.time() - start
 
   results = evaluate(args, tokenizer, model, labels)

@@ -14,6 +14,8 @@ import torch
 import transformers
 import transformers.trainer_pt_utils
 
+from benchmarks import recipes
+
 
 def add_training_options(parser, padding: str | None) -> None:
   """The options of every peer's training beside the recipe's: threads, the schedule, the
@@ -81,6 +83,33 @@ def train_step(model, optimizer, batch):
   optimizer.step()
   optimizer.zero_grad()
   return loss
+
+
+def parse_args(parser, default_recipe: str, padding: str | None):
+  """The peer's arguments: the parser's own, the shared training options
+  (`add_training_options`) and one for each of the recipe's settings (`recipes.parse_args`);
+  torch set to --threads and --seed."""
+  add_training_options(parser, padding)
+  args = recipes.parse_args(parser, default_recipe)
+  torch.set_num_threads(args.threads)
+  torch.manual_seed(args.seed)
+  return args
+
+
+def fine_tune(model, data, num_steps: int, args, **batching) -> bool:
+  """Trains the model num_steps on the data's batches as the recipe says (`batching`: the
+  padding and grouping of `batches`); with --time_steps only times that many steps and
+  returns False."""
+  optimizer, schedule = build_optimizer(model, args.learning_rate, num_steps,
+                                        args.original_schedule, args.warmup_proportion)
+  model.train()
+  if args.time_steps:
+    time_steps(model, optimizer, next(batches(data, args.train_batch_size, 1, args.seed)),
+               args.time_steps)
+    return False
+  train(model, optimizer, schedule,
+        batches(data, args.train_batch_size, num_steps, args.seed, **batching), num_steps)
+  return True
 
 
 def train(model, optimizer, schedule, stream, num_steps: int) -> None:

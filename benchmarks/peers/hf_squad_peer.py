@@ -69,10 +69,8 @@ import numpy as np
 import torch
 import transformers
 
-from benchmarks import recipes  # --recipe: the recipe shared with benchmarks/runs/squad.py
-from benchmarks.peers.hf_peer import (add_training_options, batches, build_optimizer, impl,
-                                     replay_config, replay_steps, time_steps)
-from benchmarks.peers.hf_peer import train as train_steps
+from benchmarks.peers.hf_peer import fine_tune, impl, replay_config, replay_steps
+from benchmarks.peers.hf_peer import parse_args as peer_args
 
 
 @dataclasses.dataclass
@@ -383,11 +381,7 @@ def main():
   parser.add_argument("--output_dir", default="/tmp/hf_squad")
   parser.add_argument("--dump_windows", help="Write the windows here (.npz) and stop.")
   parser.add_argument("--score_logits", help="Score these logits (.npz: start, end) and stop.")
-  add_training_options(parser, padding=None)
-  # And an option for each of the recipe's settings (benchmarks/recipes.py).
-  args = recipes.parse_args(parser, "squad_v1")
-  torch.set_num_threads(args.threads)
-  torch.manual_seed(args.seed)
+  args = peer_args(parser, "squad_v1", padding=None)
   if args.replay_file:
     replay(args)
     return
@@ -404,15 +398,8 @@ def main():
 
   start = time.time()
   model = transformers.AutoModelForQuestionAnswering.from_pretrained(args.model_dir)
-  optimizer, schedule = build_optimizer(model, args.learning_rate, num_steps,
-                                        args.original_schedule, args.warmup_proportion)
-  model.train()
-  if args.time_steps:
-    time_steps(model, optimizer, next(batches(train, args.train_batch_size, 1, args.seed)),
-               args.time_steps)
+  if not fine_tune(model, train, num_steps, args):
     return
-  train_steps(model, optimizer, schedule,
-              batches(train, args.train_batch_size, num_steps, args.seed), num_steps)
   train_s = time.time() - start
 
   scores = evaluate_model(args, model, tokenizer)
