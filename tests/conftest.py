@@ -16,6 +16,7 @@ Toy data lives in `toys.py` (fine-tuning) and `tiny_pretraining.py`. Tests that 
 than a few seconds are marked `slow`: `pytest -m "not slow"` is the fast tier.
 """
 import base64
+import itertools
 import json
 import os
 import subprocess
@@ -95,7 +96,7 @@ def serve_in_fresh_process(tmp_path_factory):
   tmp = tmp_path_factory.mktemp("fresh_process")
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
   env.pop("PYTHONPATH", None)
-  calls = iter(range(10**6))
+  calls = itertools.count()
 
   def serve(export_path: str, inputs: dict, signature: str = "serving_default") -> dict:
     n = next(calls)

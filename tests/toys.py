@@ -72,8 +72,9 @@ def tiny_config(path) -> str:
   return str(path)
 
 
-# The run_classifier flags that make the task; the others make runner.RunArgs.
-TASK_ARGS = ("data_dir", "task_name", "max_seq_length", "do_lower_case")
+# The run_classifier flags that make the task (its settings, and its data_dir); the others
+# make runner.RunArgs.
+TASK_SETTINGS = ("task_name", "max_seq_length", "do_lower_case")
 
 
 def toy_args(tmp, data_dir, output_dir, **overrides) -> dict:
@@ -88,9 +89,10 @@ def toy_args(tmp, data_dir, output_dir, **overrides) -> dict:
 
 def classifier_runner(args: dict) -> runner.Runner:
   """The runner of run_classifier for toy_args-like arguments."""
-  task = tasks.build("classification", {k: args[k] for k in TASK_ARGS[1:] if k in args},
+  task = tasks.build("classification", {k: args[k] for k in TASK_SETTINGS if k in args},
                      data_dir=args["data_dir"])
-  run_args = runner.RunArgs(**{k: v for k, v in args.items() if k not in TASK_ARGS})
+  run_args = runner.RunArgs(**{k: v for k, v in args.items()
+                               if k not in TASK_SETTINGS and k != "data_dir"})
   return runner.Runner(task, run_args, distribute.get_strategy("one_device"))
 
 
