@@ -13,6 +13,9 @@ import os
 
 import numpy as np
 import tensorflow as tf
+# What tf_keras.models.save_model(save_traces=False) sets; tf_keras makes it public only for
+# a Keras model, and ours is a tf.Module that holds one.
+from tf_keras.src.saving.legacy.saved_model.utils import keras_option_scope
 
 TEXT_SIGNATURE = "serving_default"
 WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
@@ -44,7 +47,10 @@ def export(module: tf.Module, export_dir: str, warmup_inputs: list[dict[str, str
   tmp = os.path.join(export_dir, f".tmp-{version}-{os.getpid()}")
   tf.io.gfile.makedirs(export_dir)
   try:
-    tf.saved_model.save(module, tmp, signatures=module.signatures())
+    # Only the signatures are served: without Keras' own traces of every layer's call (which
+    # only tf_keras.models.load_model reads) saving is faster, 6x for the BiLSTM tagger.
+    with keras_option_scope(save_traces=False):
+      tf.saved_model.save(module, tmp, signatures=module.signatures())
     if warmup_inputs:
       write_warmup_requests(os.path.join(tmp, WARMUP_FILE), warmup_inputs, model_name)
   except BaseException:
