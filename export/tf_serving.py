@@ -6,13 +6,18 @@
       assets.extra/tf_serving_warmup_requests   a few real PredictionLogs, replayed at load
 
 What the signatures take and answer is the task's (`FineTuningTask.serving_module`); this
-module only writes them. The runner does not import it (export sits above the tasks): the
-run_* scripts hand `export` to the runner for --export_dir.
+module only writes them, and marks those shaped for TF Serving's Classify and Regress APIs
+with those APIs' method names (`api_method_name`). The runner does not import it (export sits
+above the tasks): the run_* scripts hand `export` to the runner for --export_dir.
 """
 import os
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.core.protobuf import meta_graph_pb2, saved_model_pb2
+# How tf.saved_model.save writes fingerprint.pb: rewritten after the method names change, so
+# its checksum of saved_model.pb stays true (TensorFlow exports no public writer for it).
+from tensorflow.python.saved_model import fingerprinting_utils
 # What tf_keras.models.save_model(save_traces=False) sets; tf_keras makes it public only for
 # a Keras model, and ours is a tf.Module that holds one.
 from tf_keras.src.saving.legacy.saved_model.utils import keras_option_scope
@@ -51,6 +56,7 @@ def export(module: tf.Module, export_dir: str, warmup_inputs: list[dict[str, str
     # only tf_keras.models.load_model reads) saving is faster, 6x for the BiLSTM tagger.
     with keras_option_scope(save_traces=False):
       tf.saved_model.save(module, tmp, signatures=module.signatures())
+    write_method_names(tmp)
     if warmup_inputs:
       write_warmup_requests(os.path.join(tmp, WARMUP_FILE), warmup_inputs, model_name)
   except BaseException:
@@ -59,6 +65,48 @@ def export(module: tf.Module, export_dir: str, warmup_inputs: list[dict[str, str
     raise
   tf.io.gfile.rename(tmp, final)
   return final
+
+
+def api_method_name(signature: meta_graph_pb2.SignatureDef) -> str | None:
+  """The method name of the TF Serving API a signature is shaped for, as the server looks one
+  up: Classify's when it takes one string tensor `inputs` (serialized tf.Examples) and answers
+  `classes` and/or `scores`, Regress's when it answers `outputs` alone; else None."""
+  inputs, outputs = set(signature.inputs), set(signature.outputs)
+  if (inputs != {tf.saved_model.CLASSIFY_INPUTS}
+      or signature.inputs[tf.saved_model.CLASSIFY_INPUTS].dtype != tf.string.as_datatype_enum):
+    return None
+  if outputs and outputs <= {tf.saved_model.CLASSIFY_OUTPUT_CLASSES,
+                             tf.saved_model.CLASSIFY_OUTPUT_SCORES}:
+    return tf.saved_model.CLASSIFY_METHOD_NAME
+  if outputs == {tf.saved_model.REGRESS_OUTPUTS}:
+    return tf.saved_model.REGRESS_METHOD_NAME
+  return None
+
+
+def write_method_names(path: str) -> None:
+  """Gives each signature of the SavedModel at `path` shaped for TF Serving's Classify or
+  Regress API that API's method name (`api_method_name`); the others keep theirs.
+
+  TF2's writer records every signature under the Predict method name. TF Serving's :classify
+  and :regress refuse a signature not named theirs wherever its method-name check is on: in
+  2.x model servers with --enable_signature_method_name_check (off by default), in older ones
+  always. Their own names pass every API (Predict's check admits all three), so the exports
+  serve with the check on or off.
+  """
+  pb_path = os.path.join(path, "saved_model.pb")
+  with tf.io.gfile.GFile(pb_path, "rb") as f:
+    saved_model = saved_model_pb2.SavedModel.FromString(f.read())
+  marked = False
+  for meta_graph in saved_model.meta_graphs:
+    for signature in meta_graph.signature_def.values():
+      method_name = api_method_name(signature)
+      if method_name:
+        signature.method_name = method_name
+        marked = True
+  if marked:
+    with tf.io.gfile.GFile(pb_path, "wb") as f:
+      f.write(saved_model.SerializeToString(deterministic=True))
+    fingerprinting_utils.write_fingerprint(path)
 
 
 # TF Serving's warm-up file is a TFRecord of `tensorflow.serving.PredictionLog` protos. The

