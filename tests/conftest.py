@@ -11,6 +11,8 @@ Fixtures:
   tiny_config_file         it as a bert_config.json in the test's tmp_path
   serve_in_fresh_process   runs an exported SavedModel's signature in a process that may
                            import only tensorflow and tensorflow_text
+  ops_outside_tf_serving   what in a SavedModel stock TF Serving 2.20 could not run: ops it
+                           does not link, graphs that need XLA
 
 Toy data lives in `toys.py` (fine-tuning) and `tiny_pretraining.py`. Tests that take more
 than a few seconds are marked `slow`: `pytest -m "not slow"` is the fast tier.
@@ -25,6 +27,8 @@ import textwrap
 
 import bert_tf  # noqa: F401  pylint: disable=unused-import
 import pytest
+
+from tensorflow.core.protobuf import saved_model_pb2
 
 from bert_tf.modeling.configs import BertConfig
 from bert_tf.tokenization import FullTokenizer
@@ -112,3 +116,99 @@ def serve_in_fresh_process(tmp_path_factory):
     return json.loads(out_path.read_text())
 
   return serve
+
+
+# The ops a process that imported only tensorflow and tensorflow_text registers, and those of
+# them with a kernel for the CPU (or for every device: DEFAULT), as JSON.
+_SERVED_OPS = textwrap.dedent("""
+    import json, sys
+    import tensorflow  # noqa: F401 (its core ops and kernels)
+    import tensorflow_text  # noqa: F401 (its ops)
+    from tensorflow.core.framework import op_def_pb2
+    from tensorflow.python.client import pywrap_tf_session as c
+    from tensorflow.python.framework import kernels
+
+    ops = [op.name for op in op_def_pb2.OpList.FromString(c.TF_GetBuffer(c.TF_GetAllOpList())).op]
+    cpu = [op for op in ops if any(k.device_type in ("CPU", "DEFAULT")
+                                   for k in kernels.get_registered_kernels_for_op(op).kernel)]
+    with open(sys.argv[1], "w") as f:
+      json.dump({"registered": ops, "cpu": cpu}, f)
+    """)
+
+
+def _must_compile(attr) -> bool:
+  """Whether a node's or function's attributes ask for XLA (what jit_compile=True sets)."""
+  return "_XlaMustCompile" in attr and attr["_XlaMustCompile"].b
+
+
+def _called(nodes, library: dict) -> set[str]:
+  """The library functions `nodes` call: as their op, or in a function attribute (the `f` of
+  a PartitionedCall, a While's body, an If's branches)."""
+  names = {node.op for node in nodes if node.op in library}
+  for node in nodes:
+    for value in node.attr.values():
+      names.update([value.func.name] + [f.name for f in value.list.func])
+  return names & library.keys()
+
+
+@pytest.fixture(scope="session")
+def ops_outside_tf_serving(tmp_path_factory):
+  """ops_outside_tf_serving(saved_model_dir) -> [problem, ...], empty when stock TF Serving
+  2.20 can load the SavedModel and run its graph on a CPU:
+
+    "<op>: not registered ...": an op of the graph or of any function in its library that
+        TF Serving does not link, so it cannot load the graph;
+    "<op>: no CPU kernel ... (in <function>)": an op that the graph runs (in itself or in a
+        function it calls, however deep) with no CPU kernel. Functions nothing calls need their
+        ops registered only: tf_keras' LSTM keeps its cuDNN twin (CudnnRNNV3) there, for
+        Grappler to swap in on a GPU;
+    "<op>: an XLA op", "<node or function>: _XlaMustCompile": anything that needs XLA, which
+        stock TF Serving runs with its CPU JIT off (--xla_cpu_compilation_enabled=false).
+
+  What TF Serving links, by proxy: what a process that imported only tensorflow and
+  tensorflow_text 2.20 registers. TF Serving 2.20's model server links TensorFlow 2.20's core
+  ops and kernels and tensorflow-text's ops_lib (its SUPPORTED_TENSORFLOW_OPS); the pip wheels
+  register these, and a few Python-only extras of TensorFlow's, which would pass here unseen.
+  That registry is read once a session, in a fresh process, on the first call."""
+  served = {}
+
+  def check(saved_model_dir: str) -> list[str]:
+    if not served:
+      out = tmp_path_factory.mktemp("served_ops") / "ops.json"
+      env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+      env.pop("PYTHONPATH", None)
+      result = subprocess.run([sys.executable, "-c", _SERVED_OPS, str(out)], capture_output=True,
+                              text=True, timeout=300, env=env, cwd=out.parent)
+      assert result.returncode == 0, result.stderr[-3000:]
+      served.update({k: set(v) for k, v in json.loads(out.read_text()).items()})
+    with open(os.path.join(saved_model_dir, "saved_model.pb"), "rb") as f:
+      saved_model = saved_model_pb2.SavedModel.FromString(f.read())
+    problems = set()
+    for meta_graph in saved_model.meta_graphs:
+      library = {f.signature.name: f for f in meta_graph.graph_def.library.function}
+      run = {"the graph": list(meta_graph.graph_def.node)}
+      calls = _called(run["the graph"], library)
+      while calls:
+        name = calls.pop()
+        run[name] = list(library[name].node_def)
+        calls |= _called(run[name], library) - run.keys()
+      for name, function in library.items():
+        if _must_compile(function.attr):
+          problems.add(f"{name}: _XlaMustCompile")
+      for where, nodes in [*run.items()] + [(name, list(f.node_def)) for name, f in
+                                             library.items() if name not in run]:
+        for node in nodes:
+          if _must_compile(node.attr):
+            problems.add(f"{node.name} ({node.op}): _XlaMustCompile")
+          if node.op in library:
+            continue
+          if node.op.lstrip("_").startswith("Xla"):
+            problems.add(f"{node.op}: an XLA op")
+          elif node.op not in served["registered"]:
+            problems.add(f"{node.op}: not registered with only tensorflow and tensorflow_text")
+          elif where in run and node.op not in served["cpu"]:
+            problems.add(f"{node.op}: no CPU kernel with only tensorflow and tensorflow_text "
+                         f"(in {where})")
+    return sorted(problems)
+
+  return check

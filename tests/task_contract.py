@@ -11,7 +11,8 @@ task's name, its settings, and toy data to build it on) and inherits one test pe
     they predict in order and fully padded;
   - its warm-up requests pass its serving signature;
   - the export loads and answers, as in process, where only tensorflow and tensorflow_text
-    can be imported.
+    can be imported;
+  - every op of the export is one stock TF Serving 2.20 links, and none needs XLA.
 """
 import dataclasses
 from typing import Callable
@@ -145,13 +146,20 @@ class TaskContract:
       outputs = serve(**{k: tf.constant([v]) for k, v in request.items()})
       assert outputs and all(v.shape[0] == 1 for v in outputs.values()), request
 
-  @pytest.mark.slow
-  def test_the_export_answers_in_a_process_without_bert_tf(self, built, tmp_path, tokenizer,
-                                                          serve_in_fresh_process):
+  @pytest.fixture(scope="class")
+  def exported(self, built, tmp_path_factory, tokenizer):
+    """(its serving module, the warm-up requests, the export's path): one export a case, which
+    the clauses below share (exporting takes seconds)."""
     task, examples, _, model = built
     module = task.serving_module(model, tokenizer)
     requests = task.warmup_inputs(examples)
-    path = tf_serving.export(module, str(tmp_path / "serving"), requests)
+    return module, requests, tf_serving.export(module, str(tmp_path_factory.mktemp("serving")),
+                                               requests)
+
+  @pytest.mark.slow
+  def test_the_export_answers_in_a_process_without_bert_tf(self, exported,
+                                                          serve_in_fresh_process):
+    module, requests, path = exported
     inputs = {k: [r[k] for r in requests] for k in requests[0]}
     served = serve_in_fresh_process(path, inputs)
     expected = module.signatures()[tf_serving.TEXT_SIGNATURE](
@@ -163,3 +171,8 @@ class TaskContract:
         assert served[key] == _plain(value.tolist()), key
       else:
         np.testing.assert_allclose(served[key], value, rtol=1e-5, atol=1e-5, err_msg=key)
+
+  @pytest.mark.slow
+  def test_every_exported_op_is_one_tf_serving_links(self, exported, ops_outside_tf_serving):
+    problems = ops_outside_tf_serving(exported[2])
+    assert not problems, problems

@@ -346,3 +346,46 @@ def test_classify_api_answers_as_serving_default(exported):
   with pytest.raises(tf.errors.InvalidArgumentError, match="text_b"):
     served["classification"](inputs=tf.constant([_examples([{"text_a": "x"}])[0]
                                                  .SerializeToString()]))
+
+
+@pytest.mark.slow
+def test_ops_outside_tf_serving_names_what_stock_tf_serving_cannot_run(tmp_path,
+                                                                         ops_outside_tf_serving):
+  """The check the task contract holds every export to, on a SavedModel made to fail it."""
+  double = tf.function(lambda x: x * 2.0)  # Called by serve: a function the graph runs.
+  module = tf.Module()
+  module.serve = tf.function(lambda x: {"y": double(x) + 1.0},
+                             input_signature=[tf.TensorSpec([None], tf.float32)])
+  module.fast = tf.function(lambda x: {"y": x - 1.0}, jit_compile=True,
+                            input_signature=[tf.TensorSpec([None], tf.float32)])
+  path = str(tmp_path / "model")
+  tf.saved_model.save(module, path, signatures={"serving_default": module.serve,
+                                                "fast": module.fast})
+  assert [p for p in ops_outside_tf_serving(path) if "_XlaMustCompile" in p]
+
+  with open(os.path.join(path, "saved_model.pb"), "rb") as f:
+    saved_model = saved_model_pb2.SavedModel.FromString(f.read())
+  library = saved_model.meta_graphs[0].graph_def.library
+  [doubled] = [f for f in library.function if any(n.op == "Mul" for n in f.node_def)]
+  # A twin nothing calls (as tf_keras' cuDNN LSTM) may hold ops without a CPU kernel.
+  twin = library.function.add()
+  twin.CopyFrom(doubled)
+  twin.signature.name += "_twin"
+  [mul] = [n for n in twin.node_def if n.op == "Mul"]
+  mul.op = "NcclAllReduce"
+  [mul] = [n for n in doubled.node_def if n.op == "Mul"]
+  mul.op = "NcclAllReduce"  # Registered, with a GPU kernel only.
+  [add] = [f for f in library.function if any(n.op == "AddV2" for n in f.node_def)]
+  [node] = [n for n in add.node_def if n.op == "AddV2"]
+  node.op = "BertTfNoSuchOp"
+  # No XLA left: only the two ops are wrong.
+  graph = saved_model.meta_graphs[0].graph_def
+  for attr in ([f.attr for f in library.function] + [n.attr for n in graph.node] +
+               [n.attr for f in library.function for n in f.node_def]):
+    attr.pop("_XlaMustCompile", None)
+  with open(os.path.join(path, "saved_model.pb"), "wb") as f:
+    f.write(saved_model.SerializeToString())
+  assert ops_outside_tf_serving(path) == [
+      "BertTfNoSuchOp: not registered with only tensorflow and tensorflow_text",
+      "NcclAllReduce: no CPU kernel with only tensorflow and tensorflow_text "
+      f"(in {doubled.signature.name})"]
