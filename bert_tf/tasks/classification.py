@@ -21,13 +21,13 @@ Serving (`ClassifierServing`):
                     probabilities [batch, num_labels] float32, label [batch] string
                     (for regression: logits [batch, 1] and label [batch] float32, the score).
   serve_token_ids:  input_word_ids, input_mask, input_type_ids int32 [batch, seq] → the same.
-  classification:   TF Serving's Classify API (regression: `regression`, its Regress API):
-                    inputs string [batch], serialized tf.Examples whose bytes features
-                    text_a (and text_b) hold the texts → classes [batch, num_labels] string (the
-                    label names), scores [batch, num_labels] float32 (the probabilities); for
-                    regression outputs [batch] float32 (the score). `:classify` / `:regress`
-                    take these without base64 tensors (the export marks them with those APIs'
-                    method names).
+  classification:   for TF Serving's Classify API (`regression`, for its Regress API, when
+                    the task is a regression): inputs string [batch], serialized tf.Examples
+                    whose bytes features text_a (and text_b) hold the texts → classes
+                    [batch, num_labels] string (the label names), scores [batch, num_labels]
+                    float32 (the probabilities); for regression outputs [batch] float32 (the
+                    score). `:classify` / `:regress` take them, no base64 tensors (the export
+                    gives these signatures those APIs' method names).
 Bad text does not break it: the tokenizer turns invalid UTF-8 into U+FFFD (then dropped),
 long texts are truncated to max_seq_length like the training features, an empty string gives
 `[CLS] [SEP]`.
