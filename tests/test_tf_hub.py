@@ -27,22 +27,33 @@ from bert_tf.tokenization import FullTokenizer
 from export import tf_hub
 
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEQ = 16
 TEXTS = ["The quick brown fox jumps.", "Unaffable HELLO, world!", "a"]
 POSITIONS = [[1, 2], [3, 0], [1, 1]]
 ATOL = 1e-5
 
 
+def _export_saved_model(*flags: str) -> subprocess.Popen:
+  """The entry point, started: `export_saved_model --format=tf_hub <flags>`."""
+  return subprocess.Popen([sys.executable, "-m", "bert_tf.scripts.export_saved_model",
+                           "--format=tf_hub", *flags], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, env=ENV, cwd=ROOT)
+
+
 @pytest.fixture(scope="module")
 def ours(tmp_path_factory, tiny_bert_config, vocab_file, tokenizer):
   """A fresh tiny pretrainer saved as our checkpoint (bert_config.json and vocab.txt beside
-  it), its TF Hub export, and a batch of the encoder's inputs."""
+  it), its TF Hub export by the entry point, and a batch of the encoder's inputs."""
   tmp = tmp_path_factory.mktemp("tf_hub")
   model = pretrainer_lib.build_pretrainer(tiny_bert_config, SEQ, 2, nsp=False)
   prefix = tf.train.Checkpoint(**model.checkpoint_items).write(str(tmp / "ckpt" / "model"))
   tiny_bert_config.to_json_file(str(tmp / "ckpt" / "bert_config.json"))
   shutil.copy(vocab_file, tmp / "ckpt" / "vocab.txt")
-  paths = tf_hub.export(prefix, str(tmp / "hub"), seq_length=SEQ)
+  paths = {name: str(tmp / "hub" / name) for name in ("encoder", "preprocessor")}
+  out, err = _export_saved_model(f"--init_checkpoint={prefix}", f"--export_dir={tmp / 'hub'}",
+                                 f"--max_seq_length={SEQ}").communicate(timeout=600)
+  assert out.splitlines()[-2:] == [f"{name}: {path}" for name, path in paths.items()], err
   inputs = TextPacker(tokenizer, SEQ)(tf.constant(TEXTS))
   return dict(model=model, paths=paths, inputs=inputs, tmp=tmp)
 
@@ -192,6 +203,30 @@ def test_init_checkpoint_reads_a_hub_encoder(exporter, ours, model_garden, tiny_
   with pytest.raises(ValueError, match=r"bert_config\.json: num_hidden_layers 3 contradicts "
                      r"the TF Hub SavedModel .*, whose variables say 2$"):
     checkpoints.resolve_files(config_file, None, path, SEQ)
+
+
+@pytest.mark.slow
+def test_a_users_mistake_is_one_line(ours, tmp_path):
+  encoder, preprocessor = ours["paths"]["encoder"], ours["paths"]["preprocessor"]
+  runs = {
+      "--format=tf_hub needs --init_checkpoint": [f"--export_dir={tmp_path / 'x'}"],
+      f"{encoder}/assets/vocab.txt: do_lower_case=False contradicts the do_lower_case variable "
+      f"of {encoder}, which says do_lower_case=True (the model is uncased); pass "
+      "--do_lower_case=True": [f"--init_checkpoint={encoder}", "--do_lower_case=False",
+                               f"--max_seq_length={SEQ}", f"--export_dir={tmp_path / 'x'}"],
+  }
+  procs = {message: _export_saved_model(*flags) for message, flags in runs.items()}
+  for message, proc in procs.items():
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 1, err[-3000:]
+    assert err.strip().splitlines()[-1] == f"export_saved_model: error: {message}"
+  assert not (tmp_path / "x").exists()
+  with pytest.raises(ValueError, match=f"^{preprocessor}: a SavedModel without a BERT "
+                     "encoder's word_embeddings/embeddings, not a TF Hub BERT encoder$"):
+    checkpoints.load_encoder(preprocessor)
+  with pytest.raises(FileExistsError, match="hub/encoder already exists; remove it or choose "
+                     "another --export_dir"):
+    tf_hub.export(encoder, os.path.dirname(encoder))
 
 
 def _fine_tune_driver(work_dir: str) -> None:
