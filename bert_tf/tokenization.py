@@ -280,10 +280,10 @@ class TokenizerModule(tf.Module):
     """[batch] tf.string -> [batch, (pieces)] int32 wordpiece ids."""
     return self.word_pieces(texts).merge_dims(1, 2)
 
-  @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
-  def word_pieces(self, texts):
+  def word_pieces(self, texts: tf.Tensor) -> tf.RaggedTensor:
     """[batch] tf.string -> [batch, (words), (pieces)] int32 wordpiece ids, word by word (what
-    a TF Hub preprocessor's `tokenize` answers)."""
+    a TF Hub preprocessor's `tokenize` answers). Not a tf.function of its own: a SavedModel of
+    this module keeps only its __call__."""
     words = _unknown_if_too_long(split_words(texts, self._lower))
     return self._wordpiece.tokenize(words)
 

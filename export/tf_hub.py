@@ -27,13 +27,14 @@ import os
 
 import tensorflow as tf
 import tf_keras
+from absl import logging
 from official.nlp.modeling import layers
 
 from bert_tf.common import files
 from bert_tf.modeling import checkpoints
 from bert_tf.modeling import pretrainer as pretrainer_lib
 from bert_tf.modeling.encoder import INPUT_NAMES
-from bert_tf.tasks import inputs
+from bert_tf.tasks.inputs import ids_signature
 from bert_tf.tokenization import FullTokenizer
 
 ENCODER, PREPROCESSOR = "encoder", "preprocessor"
@@ -45,13 +46,11 @@ def encoder_model(pretrainer: pretrainer_lib.BertPretrainer, with_mlm: bool) -> 
   (what a Reusable SavedModel is called with) and its variable lists."""
   inputs = {name: tf_keras.Input(shape=(None,), dtype=tf.int32, name=name)
             for name in INPUT_NAMES}
-  outputs = dict(pretrainer.encoder(inputs))
-  # The alias every TF Hub text embedding has for the whole input's representation.
-  outputs["default"] = outputs["pooled_output"]
-  core = tf_keras.Model(inputs, outputs)
+  encoded = dict(pretrainer.encoder(inputs))
+  # `default`: the alias every TF Hub text embedding has for the whole input's representation.
+  core = tf_keras.Model(inputs, dict(encoded, default=encoded["pooled_output"]))
   if with_mlm:
     positions = tf_keras.Input(shape=(None,), dtype=tf.int32, name="masked_lm_positions")
-    encoded = dict(pretrainer.encoder(inputs))
     logits = pretrainer.masked_lm(encoded["sequence_output"], masked_positions=positions)
     mlm = tf_keras.Model(dict(inputs, masked_lm_positions=positions),
                          dict(encoded, mlm_logits=logits))
@@ -68,8 +67,8 @@ def serving_signature(encoder: tf_keras.Model):
   def named(outputs: dict) -> dict:
     layers_out = outputs.pop("encoder_outputs")
     return dict(outputs, **{f"encoder_outputs_{i}": x for i, x in enumerate(layers_out)})
-  return inputs.ids_signature(lambda ids: named(dict(encoder(ids, training=False))),
-                              [None, None])
+  return ids_signature(lambda ids: named(dict(encoder(ids, training=False))),
+                       [None, None])
 
 
 class _SpecialTokens(tf.Module):
@@ -172,6 +171,8 @@ def export(init_checkpoint: str, export_dir: str, bert_config_file: str | None =
   # The smallest batch that builds its variables: the shapes are not saved with them.
   pretrainer = pretrainer_lib.build_pretrainer(config, 2, 1, nsp=False)
   parts = checkpoints.load_into_pretrainer(pretrainer, init_checkpoint)
+  if "masked_lm" not in parts:
+    logging.info("%s: no masked-LM head, so the encoder has no `mlm`", init_checkpoint)
   encoder = encoder_model(pretrainer, with_mlm="masked_lm" in parts)
   encoder.vocab_file = tokenizer.module.vocab_file
   encoder.do_lower_case = tokenizer.module.do_lower_case

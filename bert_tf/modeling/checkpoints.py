@@ -195,7 +195,7 @@ def saved_model_folder(path: str) -> str | None:
   """The SavedModel folder that `path` is, or whose variables/ folder or variables/variables
   checkpoint it is (a TF2 checkpoint as ours are, told apart by the saved_model.pb above it);
   None for anything else."""
-  path = path.rstrip("/")
+  path = os.fspath(path).rstrip("/")
   candidates = [path]
   while os.path.basename(candidates[-1]) == "variables" and len(candidates) < 3:
     candidates.append(os.path.dirname(candidates[-1]))
