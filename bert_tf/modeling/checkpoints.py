@@ -424,7 +424,7 @@ def _hub_variables(folder: str) -> tuple[object, dict[str, str]]:
       raise ValueError(f"{path}: not a SavedModel ({e or 'no graph'})") from e
   prefix = os.path.join(folder, "variables", "variables")
   graph = _object_graph(prefix)
-  names = {}  # The variable's full name -> its checkpoint key.
+  names = []  # (the variable's full name, its checkpoint key)
   pending, seen = [(0, 0)], set()
   while pending:
     node_id, checkpoint_id = pending.pop()
@@ -434,14 +434,14 @@ def _hub_variables(folder: str) -> tuple[object, dict[str, str]]:
     node, checkpointed = objects.nodes[node_id], graph.nodes[checkpoint_id]
     for attribute in checkpointed.attributes:
       if node.WhichOneof("kind") == "variable" and attribute.name == "VARIABLE_VALUE":
-        names[node.variable.name] = attribute.checkpoint_key
+        names.append((node.variable.name, attribute.checkpoint_key))
     children = {child.local_name: child.node_id for child in node.children}
     pending += [(children[child.local_name], child.node_id) for child in checkpointed.children
                 if child.local_name in children]
-  num_layers = _num_layers(names, r"^(?:.*/)?transformer/layer_(\d+)/")
+  num_layers = _num_layers([name for name, _ in names], r"^(?:.*/)?transformer/layer_(\d+)/")
   known = {row[0] for part in PARTS for row in HUB.rows(part, num_layers)}
   keys = {}
-  for name, key in names.items():
+  for name, key in names:
     table_name = _table_name(name, known)
     if table_name in keys and keys[table_name] != key:
       raise ValueError(f"{folder}: more than one variable is named {table_name}")
