@@ -2,9 +2,6 @@
 export loads in `tensorflow_hub.KerasLayer` and answers as our model does, a tf_keras model on
 it fine-tunes (also under MirroredStrategy); the Model Garden's export_tfhub_lib, from the same
 weights, writes the same signatures and outputs; both read back as an --init_checkpoint.
-
-`python tests/test_tf_hub.py DIR` is the fine-tuning driver: it splits the CPU into two
-logical devices before TensorFlow initialises, so it runs in a process of its own.
 """
 import dataclasses
 import json
@@ -13,6 +10,7 @@ import re
 import shutil
 import subprocess
 import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -228,44 +226,57 @@ def test_a_users_mistake_is_one_line(ours, tmp_path):
     tf_hub.export(encoder, os.path.dirname(encoder))
 
 
-def _fine_tune_driver(work_dir: str) -> None:
-  """Fine-tunes a tf_keras model on the exported encoder (trainable, dropout on) on one device
-  and on 2 mirrored CPU devices, its inputs from the exported preprocessor (in the input
-  pipeline, where TF Hub puts it); prints each run's losses as JSON."""
-  cpu = tf.config.list_physical_devices("CPU")[0]
-  tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-  import tensorflow_text  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
-  preprocessor = hub.KerasLayer(os.path.join(work_dir, "preprocessor"))
-  texts = tf.constant(["a good film", "a bad film", "good fun", "bad news"] * 4)
-  inputs = {name: ids.numpy() for name, ids in preprocessor(texts).items()}
-  labels = np.array([1, 0, 1, 0] * 4)
-  losses = {}
-  for name, strategy in (("one_device", tf.distribute.get_strategy()),
-                         ("mirrored", tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]))):
-    with strategy.scope():
-      tf_keras.utils.set_random_seed(0)
-      encoder_inputs = {name: tf_keras.Input(shape=(None,), dtype=tf.int32, name=name)
-                        for name in inputs}
-      encoded = hub.KerasLayer(os.path.join(work_dir, "encoder"), trainable=True)(encoder_inputs)
-      model = tf_keras.Model(encoder_inputs,
-                             tf_keras.layers.Dense(2)(encoded["pooled_output"]))
-      model.compile(tf_keras.optimizers.Adam(3e-3),
-                    tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    history = model.fit(inputs, labels, batch_size=8, epochs=8, verbose=0)
-    losses[name] = dict(loss=history.history["loss"], replicas=strategy.num_replicas_in_sync)
-  print(json.dumps(losses))
+# A tf_keras model on the exported encoder (trainable, dropout on), fine-tuned on one device
+# and on 2 mirrored CPU devices, in a process of its own (the CPU is split into two logical
+# devices before TensorFlow initialises) where bert_tf and the Model Garden cannot be imported:
+# a TF Hub user's. Prints each run's losses as JSON.
+_FINE_TUNE = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    import tensorflow as tf
+    import tensorflow_hub as hub
+    import tf_keras
+
+    class Forbid:
+      def find_spec(self, name, *args):
+        if name.split(".")[0] in ("bert_tf", "official"):
+          raise ImportError(f"the SavedModel needed {name}")
+    sys.meta_path.insert(0, Forbid())
+
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    encoder_path, data_path = sys.argv[1:]
+    data = dict(np.load(data_path))
+    labels = data.pop("labels")
+    losses = {}
+    for name, strategy in (("one_device", tf.distribute.get_strategy()),
+                           ("mirrored", tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]))):
+      with strategy.scope():
+        tf_keras.utils.set_random_seed(0)
+        inputs = {k: tf_keras.Input(shape=(None,), dtype=tf.int32, name=k) for k in data}
+        encoded = hub.KerasLayer(encoder_path, trainable=True)(inputs)
+        model = tf_keras.Model(inputs, tf_keras.layers.Dense(2)(encoded["pooled_output"]))
+        model.compile(tf_keras.optimizers.Adam(3e-3),
+                      tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+      history = model.fit(data, labels, batch_size=8, epochs=8, verbose=0)
+      losses[name] = dict(loss=history.history["loss"], replicas=strategy.num_replicas_in_sync)
+    print(json.dumps(losses))
+    """)
 
 
 @pytest.mark.slow
-def test_a_keras_model_on_it_fine_tunes_also_mirrored(ours):
-  result = subprocess.run([sys.executable, __file__, os.path.dirname(ours["paths"]["encoder"])],
-                          capture_output=True, text=True, env=ENV, timeout=600)
+def test_a_keras_model_on_it_fine_tunes_also_mirrored(ours, tokenizer, tmp_path):
+  # Its inputs as the exported preprocessor makes them (the first test: our TextPacker's).
+  texts = tf.constant(["a good film", "a bad film", "good fun", "bad news"] * 4)
+  data = {k: v.numpy() for k, v in TextPacker(tokenizer, SEQ)(texts).items()}
+  np.savez(tmp_path / "data.npz", labels=np.array([1, 0, 1, 0] * 4), **data)
+  env = dict(ENV)
+  env.pop("PYTHONPATH", None)
+  result = subprocess.run([sys.executable, "-c", _FINE_TUNE, ours["paths"]["encoder"],
+                           str(tmp_path / "data.npz")], capture_output=True, text=True,
+                          env=env, cwd=tmp_path, timeout=600)
   assert result.returncode == 0, result.stderr[-3000:]
   losses = json.loads(result.stdout.strip().splitlines()[-1])
   assert losses["mirrored"]["replicas"] == 2
   for name, run in losses.items():
     assert run["loss"][-1] < 0.5 * run["loss"][0], (name, run)  # ~0.7 -> ~0.1
-
-
-if __name__ == "__main__":
-  _fine_tune_driver(sys.argv[1])
