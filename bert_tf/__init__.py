@@ -22,8 +22,9 @@ from bert_tf.modeling.configs import BertConfig, preset
 
 
 def load_encoder(path: str, attention: str = "bidirectional"):
-  """(BertConfig, tf_keras encoder) from a Hugging Face folder, a google-research/bert TF1
-  checkpoint, this project's checkpoint, or a bert_config.json (fresh weights).
+  """(BertConfig, tf_keras encoder) from a Hugging Face folder, a TF Hub encoder SavedModel, a
+  google-research/bert TF1 checkpoint, this project's checkpoint, or a bert_config.json (fresh
+  weights).
 
   See `bert_tf.modeling.checkpoints`; imported here on first use to keep `import bert_tf` cheap.
   """

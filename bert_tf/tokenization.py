@@ -278,14 +278,31 @@ class TokenizerModule(tf.Module):
   @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
   def __call__(self, texts):
     """[batch] tf.string -> [batch, (pieces)] int32 wordpiece ids."""
+    return self.word_pieces(texts).merge_dims(1, 2)
+
+  def word_pieces(self, texts: tf.Tensor) -> tf.RaggedTensor:
+    """[batch] tf.string -> [batch, (words), (pieces)] int32 wordpiece ids, word by word (what
+    a TF Hub preprocessor's `tokenize` answers). Not a tf.function of its own: a SavedModel of
+    this module keeps only its __call__."""
     words = _unknown_if_too_long(split_words(texts, self._lower))
-    return self._wordpiece.tokenize(words).merge_dims(1, 2)
+    return self._wordpiece.tokenize(words)
 
 
-def _stated_lower_case(vocab_file: str) -> bool | None:
-  """The do_lower_case that a Hugging Face model folder's tokenizer_config.json beside
-  `vocab_file` states, or None without one."""
-  path = os.path.join(os.path.dirname(vocab_file), "tokenizer_config.json")
+def _stated_lower_case(vocab_file: str) -> tuple[bool, str] | None:
+  """The do_lower_case that the model `vocab_file` belongs to states, and where: a TF Hub
+  SavedModel's do_lower_case variable (the vocab being its assets/vocab.txt), or the
+  tokenizer_config.json of a Hugging Face model folder beside it; None without either."""
+  assets = os.path.dirname(vocab_file)
+  saved_model = os.path.dirname(assets)
+  if (os.path.basename(assets) == "assets" and
+      tf.io.gfile.exists(os.path.join(saved_model, "saved_model.pb"))):
+    # Where TF Hub's BERT SavedModels keep it: the root object's variable.
+    key = "do_lower_case/.ATTRIBUTES/VARIABLE_VALUE"
+    reader = tf.train.load_checkpoint(os.path.join(saved_model, "variables", "variables"))
+    if not reader.has_tensor(key):
+      return None
+    return bool(reader.get_tensor(key)), f"the do_lower_case variable of {saved_model}"
+  path = os.path.join(assets, "tokenizer_config.json")
   if not tf.io.gfile.exists(path):
     return None
   with tf.io.gfile.GFile(path, "r") as f:
@@ -294,7 +311,7 @@ def _stated_lower_case(vocab_file: str) -> bool | None:
     except json.JSONDecodeError as e:
       raise ValueError(f"{path}: not valid JSON ({e})") from e
   stated = config.get("do_lower_case") if isinstance(config, dict) else None
-  return stated if isinstance(stated, bool) else None
+  return (stated, "the tokenizer_config.json beside it") if isinstance(stated, bool) else None
 
 
 def _has_accent(piece: str) -> bool:
@@ -310,22 +327,23 @@ def _check_case_matches_vocab(vocab_file: str, inv_vocab: list[str], do_lower_ca
 
   A wrong casing fails silently: an uncased vocab with do_lower_case False makes every
   capitalised word [UNK] (6% of the tokens of English; MRPC F1 0.07), and a cased vocab with
-  True never produces its capitalised pieces. The model folder's tokenizer_config.json, when
-  it states do_lower_case, decides; else the vocab's pieces (bracketed special tokens such as
-  [CLS] and [unused0] aside): any capital makes it cased; lower-case letters with neither
-  capitals nor accents (which lower-casing strips) make it uncased; anything else (a vocab
-  without cased scripts, or lower-case with accents) is left to the flag.
+  True never produces its capitalised pieces. What the model states decides (a Hugging Face
+  folder's tokenizer_config.json, a TF Hub SavedModel's do_lower_case: `_stated_lower_case`);
+  else the vocab's pieces (bracketed special tokens such as [CLS] and [unused0] aside): any
+  capital makes it cased; lower-case letters with neither capitals nor accents (which
+  lower-casing strips) make it uncased; anything else (a vocab without cased scripts, or
+  lower-case with accents) is left to the flag.
 
   Raises:
     ValueError: naming the vocab, the contradiction and the value to pass.
   """
-  stated = _stated_lower_case(vocab_file)
-  if stated is not None:
+  if (found := _stated_lower_case(vocab_file)) is not None:
+    stated, where = found
     if stated != do_lower_case:
       raise ValueError(
-          f"{vocab_file}: do_lower_case={do_lower_case} contradicts the tokenizer_config.json "
-          f"beside it, which says do_lower_case={stated} (the model is "
-          f"{'uncased' if stated else 'cased'}); pass --do_lower_case={stated}")
+          f"{vocab_file}: do_lower_case={do_lower_case} contradicts {where}, which says "
+          f"do_lower_case={stated} (the model is {'uncased' if stated else 'cased'}); pass "
+          f"--do_lower_case={stated}")
     return
   pieces = [t for t in inv_vocab if not (t.startswith("[") and t.endswith("]"))]
   capitals = [t for t in pieces if t != t.lower()]

@@ -13,8 +13,9 @@ def _gfile():
 
 @contextlib.contextmanager
 def temporary_path(path: str, tag: str | None = None) -> Iterator[str]:
-  """Yields `<path>.tmp-<tag>` (the process id by default) for the block to write; renamed to
-  `path` (replacing it) when the block succeeds, removed when it fails. Creates the folder."""
+  """Yields `<path>.tmp-<tag>` (the process id by default) for the block to write (a file or a
+  folder); renamed to `path` (replacing a file) when the block succeeds, removed when it fails.
+  Creates the folder it is in."""
   gfile = _gfile()
   if os.path.dirname(path):
     gfile.makedirs(os.path.dirname(path))
@@ -22,7 +23,9 @@ def temporary_path(path: str, tag: str | None = None) -> Iterator[str]:
   try:
     yield tmp
   except BaseException:
-    if gfile.exists(tmp):
+    if gfile.isdir(tmp):
+      gfile.rmtree(tmp)
+    elif gfile.exists(tmp):
       gfile.remove(tmp)
     raise
   gfile.rename(tmp, path, overwrite=True)

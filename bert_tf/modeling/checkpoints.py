@@ -7,9 +7,13 @@ Three sources, told apart by what `path` holds:
             with bert_config.json beside them;
   hf:       a Hugging Face BERT folder: config.json + model.safetensors or pytorch_model.bin
             (read without torch by a restricted unpickler that rebuilds only tensors);
+  hub:      a TF Hub BERT encoder SavedModel folder (`export.tf_hub`'s, the Model Garden's
+            export_tfhub_lib's, the ones TF Hub and Kaggle publish): its variables by their
+            names, sizes from their shapes, vocab.txt among its assets, and with the masked-LM
+            head when it has the `mlm` sub-object;
   config:   a bert_config.json alone: a freshly initialized model.
 
-The TF1 and HF sources go through one name map each (the tables below). A part (encoder body,
+The TF1, HF and Hub sources go through one name map each (the tables below). A part (encoder body,
 pooler, masked-LM head, next-sentence head) is loaded when the source has any of its variables,
 and then must have all of them at the right shapes; anything else is an error naming the
 variable. The encoder body is always required.
@@ -29,7 +33,9 @@ import ml_dtypes
 import numpy as np
 import tensorflow as tf
 from absl import logging
+from google.protobuf import message
 from safetensors import numpy as safetensors_numpy
+from tensorflow.core.protobuf import saved_model_pb2
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from bert_tf.modeling.configs import BertConfig
@@ -163,6 +169,14 @@ HF = NameMap(
     layer_pattern=r"^encoder\.layer\.(\d+)\.",
 )
 
+# TF Hub's BERT encoders are the Model Garden's BertEncoder (and BertPretrainerV2's masked-LM
+# head), whose variable names ours keep layer for layer: the TF1 table's left column, twice.
+HUB = NameMap(
+    **{part: tuple((ours, ours, False) for ours, _, _ in getattr(TF1, part))
+       for part in ("embeddings", "layer", "pooler", "masked_lm", "next_sentence")},
+    layer_prefix=(TF1.layer_prefix[0],) * 2,
+    layer_pattern=r"^transformer/layer_(\d+)/")
+
 # google-research/bert's fine-tuned checkpoints carry their task's output layer beside the
 # encoder, stored [outputs, hidden] as its matmul(..., transpose_b=True) reads it; ours is a
 # Dense's kernel [hidden, outputs]. (kernel, bias) -> the script that wrote them.
@@ -177,11 +191,30 @@ HF_ACTIVATIONS = {"gelu": "gelu_exact", "gelu_new": "gelu", "gelu_pytorch_tanh":
 # ---------------------------------------------------------------------------------------------
 # Finding the source and its config.
 
+def saved_model_folder(path: str) -> str | None:
+  """The SavedModel folder that `path` is, or whose variables/ folder or variables/variables
+  checkpoint it is (a TF2 checkpoint as ours are, told apart by the saved_model.pb above it);
+  None for anything else."""
+  path = os.fspath(path).rstrip("/")
+  candidates = [path]
+  while os.path.basename(candidates[-1]) == "variables" and len(candidates) < 3:
+    candidates.append(os.path.dirname(candidates[-1]))
+  return next((folder for folder in candidates
+               if tf.io.gfile.exists(os.path.join(folder, "saved_model.pb"))), None)
+
+
 def resolve(path: str) -> tuple[str, str]:
-  """(kind, location): ("hf", folder), ("tf1" | "ours", checkpoint prefix) or ("config", file).
+  """(kind, location): ("hf" | "hub", folder), ("tf1" | "ours", checkpoint prefix) or
+  ("config", file).
 
   Raises FileNotFoundError or ValueError naming `path` when it is none of these.
   """
+  folder = saved_model_folder(path)
+  if folder:
+    if not tf.io.gfile.exists(os.path.join(folder, "variables", "variables.index")):
+      raise FileNotFoundError(f"{path}: a SavedModel without variables "
+                              "(variables/variables.index), not a TF Hub BERT encoder")
+    return "hub", folder
   prefix = path
   if tf.io.gfile.isdir(path):
     if (tf.io.gfile.exists(os.path.join(path, "config.json")) and
@@ -234,6 +267,43 @@ def hf_config(path: str) -> BertConfig:
     raise ValueError(f"{path}: {e}") from e
 
 
+def hub_config(path: str, bert_config_file: str | None = None) -> BertConfig:
+  """A TF Hub BERT encoder's config: its sizes from its variables' shapes; what they cannot
+  tell (activation, dropout rates, initializer range) from `bert_config_file` when given (its
+  sizes must agree), else BERT's defaults, said in the log."""
+  _, folder = resolve(path)
+  reader, keys = _hub_variables(folder)
+  shapes = reader.get_variable_to_shape_map()
+
+  def shape(name: str) -> list[int]:
+    if name not in keys:
+      raise ValueError(f"{folder}: a SavedModel without a BERT encoder's {name}, not a TF Hub "
+                       "BERT encoder")
+    return shapes[keys[name]]
+
+  vocab_size, hidden_size = shape("word_embeddings/embeddings")
+  sizes = dict(vocab_size=vocab_size, hidden_size=hidden_size,
+               num_hidden_layers=_num_layers(keys, HUB.layer_pattern),
+               num_attention_heads=shape("transformer/layer_0/self_attention/query/kernel")[1],
+               intermediate_size=shape("transformer/layer_0/intermediate/kernel")[1],
+               max_position_embeddings=shape("position_embedding/embeddings")[0],
+               type_vocab_size=shape("type_embeddings/embeddings")[0])
+  if bert_config_file:
+    config = config_from_file(bert_config_file)
+    for key, value in sizes.items():
+      if getattr(config, key) != value:
+        raise ValueError(f"{bert_config_file}: {key} {getattr(config, key)} contradicts the TF "
+                         f"Hub SavedModel {folder}, whose variables say {value}")
+    return config
+  config = BertConfig(**sizes)
+  logging.info("%s: a TF Hub SavedModel does not say its activation and dropout rates: BERT's "
+               "defaults hidden_act=%s, hidden_dropout_prob=%g, "
+               "attention_probs_dropout_prob=%g (--bert_config_file for others)", folder,
+               config.hidden_act, config.hidden_dropout_prob,
+               config.attention_probs_dropout_prob)
+  return config
+
+
 def config_from_file(path: str) -> BertConfig:
   """A --bert_config_file: the original's bert_config.json (unknown keys refused, naming the
   closest known one), or a Hugging Face config.json (it names a `model_type`)."""
@@ -260,18 +330,22 @@ def resolve_files(bert_config_file: str | None, vocab_file: str | None,
   """(BertConfig, vocab file): from the flags, else from beside --init_checkpoint (a Hugging
   Face folder's config.json and vocab.txt, or a checkpoint's bert_config.json and vocab.txt),
   or from `trained_dir` (the --output_dir of a trained model that a run which does not train
-  uses) when given."""
+  uses) when given. A TF Hub SavedModel's config is `hub_config`'s, its vocab among its
+  assets."""
   source, flag = init_checkpoint, "--init_checkpoint"
   if trained_dir:
     source, flag = trained_dir, "--output_dir"
-  if bert_config_file:
+  hub = saved_model_folder(source) if source else None
+  if hub:
+    config = hub_config(hub, bert_config_file)
+  elif bert_config_file:
     config = config_from_file(bert_config_file)
   elif source:
     config = load_config(source)
   else:
     raise ValueError("--bert_config_file is required (or an --init_checkpoint with its config)")
   if not vocab_file and source:
-    vocab_file = beside(source, "vocab.txt")
+    vocab_file = os.path.join(hub, "assets", "vocab.txt") if hub else beside(source, "vocab.txt")
     if not tf.io.gfile.exists(vocab_file):
       raise FileNotFoundError(f"--vocab_file is required: no vocab.txt beside "
                               f"{flag}={source}")
@@ -285,10 +359,13 @@ def resolve_files(bert_config_file: str | None, vocab_file: str | None,
 
 def load_config(path: str) -> BertConfig:
   """The BertConfig of whatever `path` holds (see `resolve`): config.json in a Hugging Face
-  folder, else bert_config.json itself or beside the checkpoint."""
+  folder, a TF Hub SavedModel's `hub_config`, else bert_config.json itself or beside the
+  checkpoint."""
   kind, location = resolve(path)
   if kind == "hf":
     return hf_config(os.path.join(location, "config.json"))
+  if kind == "hub":
+    return hub_config(location)
   if kind == "config":
     return config_from_file(location)
   config_file = os.path.join(os.path.dirname(location), "bert_config.json")
@@ -331,6 +408,51 @@ def _hf_weights(folder: str) -> _Weights:
     arrays = read_torch_state_dict(path)
   arrays = {_hf_name(name): value for name, value in arrays.items()}
   return _Weights(path, set(arrays), arrays.__getitem__)
+
+
+def _hub_variables(folder: str) -> tuple[object, dict[str, str]]:
+  """A TF Hub SavedModel's variables: its checkpoint's reader (tf.train.load_checkpoint's) and
+  {HUB table name: checkpoint key}. The SavedModel's object graph holds each variable's name,
+  its checkpoint the same graph (less the functions) with each variable's key: the two are
+  walked together by child names. Variables that no table names (do_lower_case, dropout's
+  generator states) are left out."""
+  path = os.path.join(folder, "saved_model.pb")
+  with tf.io.gfile.GFile(path, "rb") as f:
+    try:
+      objects = saved_model_pb2.SavedModel.FromString(f.read()).meta_graphs[0].object_graph_def
+    except (message.DecodeError, IndexError) as e:
+      raise ValueError(f"{path}: not a SavedModel ({e or 'no graph'})") from e
+  prefix = os.path.join(folder, "variables", "variables")
+  graph = _object_graph(prefix)
+  names = []  # (the variable's full name, its checkpoint key)
+  pending, seen = [(0, 0)], set()
+  while pending:
+    node_id, checkpoint_id = pending.pop()
+    if node_id in seen:
+      continue
+    seen.add(node_id)
+    node, checkpointed = objects.nodes[node_id], graph.nodes[checkpoint_id]
+    for attribute in checkpointed.attributes:
+      if node.WhichOneof("kind") == "variable" and attribute.name == "VARIABLE_VALUE":
+        names.append((node.variable.name, attribute.checkpoint_key))
+    children = {child.local_name: child.node_id for child in node.children}
+    pending += [(children[child.local_name], child.node_id) for child in checkpointed.children
+                if child.local_name in children]
+  num_layers = _num_layers([name for name, _ in names], r"^(?:.*/)?transformer/layer_(\d+)/")
+  known = {row[0] for part in PARTS for row in HUB.rows(part, num_layers)}
+  keys = {}
+  for name, key in names:
+    table_name = _table_name(name, known)
+    if table_name in keys and keys[table_name] != key:
+      raise ValueError(f"{folder}: more than one variable is named {table_name}")
+    if table_name:
+      keys[table_name] = key
+  return tf.train.load_checkpoint(prefix), keys
+
+
+def _hub_weights(folder: str) -> _Weights:
+  reader, keys = _hub_variables(folder)
+  return _Weights(folder, set(keys), lambda name: reader.get_tensor(keys[name]))
 
 
 # torch's storage classes -> numpy dtypes (ml_dtypes, which TensorFlow uses, has bfloat16).
@@ -412,12 +534,19 @@ def _our_variables(targets: dict, name_map: NameMap, num_layers: int) -> dict:
   found = {}
   for target in targets.values():
     for variable in target.variables:
-      parts = variable.name.split(":")[0].split("/")
-      names = ["/".join(parts[k:]) for k in range(len(parts)) if "/".join(parts[k:]) in known]
-      if not names:
+      name = _table_name(variable.name, known)
+      if not name:
         raise ValueError(f"our variable {variable.name} has no entry in the name map")
-      found[names[0]] = variable
+      found[name] = variable
   return found
+
+
+def _table_name(name: str, known: set) -> str | None:
+  """The longest suffix of a variable's name that is in `known` (its outer scopes, such as a
+  model's name, dropped), or None."""
+  parts = name.split(":")[0].split("/")
+  return next((suffix for suffix in ("/".join(parts[k:]) for k in range(len(parts)))
+               if suffix in known), None)
 
 
 def _num_layers(names, pattern: str) -> int:
@@ -521,15 +650,20 @@ def _damaged(prefix: str, error: Exception) -> CorruptCheckpointError:
       f"{getattr(error, 'message', error)}")
 
 
-def _checkpoint_items(prefix: str) -> set[str]:
-  """The names a tf.train.Checkpoint was saved with (its root object's children)."""
+def _object_graph(prefix: str) -> trackable_object_graph_pb2.TrackableObjectGraph:
+  """The object graph a TF2 checkpoint was saved with."""
   graph = trackable_object_graph_pb2.TrackableObjectGraph()
   try:
     graph.ParseFromString(
         tf.train.load_checkpoint(prefix).get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
   except _DAMAGE as e:
     raise _damaged(prefix, e) from e
-  return {child.local_name for child in graph.nodes[0].children}
+  return graph
+
+
+def _checkpoint_items(prefix: str) -> set[str]:
+  """The names a tf.train.Checkpoint was saved with (its root object's children)."""
+  return {child.local_name for child in _object_graph(prefix).nodes[0].children}
 
 
 def _load_ours(prefix: str, targets: dict) -> list[str]:
@@ -553,6 +687,8 @@ def _load(targets: dict, path: str) -> list[str]:
     return _load_mapped(_tf1_weights(location), TF1, targets)
   if kind == "hf":
     return _load_mapped(_hf_weights(location), HF, targets)
+  if kind == "hub":
+    return _load_mapped(_hub_weights(location), HUB, targets)
   raise ValueError(f"{path}: a config file holds no weights to load")
 
 
@@ -596,8 +732,9 @@ def load_into_pretrainer(pretrainer, path: str) -> list[str]:
 
 
 def load_encoder(path: str, attention: str = "bidirectional"):
-  """(BertConfig, encoder) from a Hugging Face folder, a TF1 checkpoint (prefix or folder), our
-  own checkpoint, or a bert_config.json (then freshly initialized)."""
+  """(BertConfig, encoder) from a Hugging Face folder, a TF Hub encoder SavedModel, a TF1
+  checkpoint (prefix or folder), our own checkpoint, or a bert_config.json (then freshly
+  initialized)."""
   config = load_config(path)
   encoder = build_encoder(config, attention)
   if resolve(path)[0] != "config":

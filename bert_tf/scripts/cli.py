@@ -31,11 +31,13 @@ def define_model_flags(max_seq_length: int, fine_tuning: bool = True) -> None:
   flags.DEFINE_string("bert_config_file", None,
                       "The config json file corresponding to the pre-trained BERT model. "
                       "Defaults to the config beside --init_checkpoint (a Hugging Face folder's "
-                      "config.json, or bert_config.json beside a checkpoint).")
+                      "config.json, or bert_config.json beside a checkpoint). For a TF Hub "
+                      "encoder, whose variables give the sizes: its activation and dropout "
+                      "rates (else BERT's defaults).")
   flags.DEFINE_string("init_checkpoint", None,
                       "Initial checkpoint (usually from a pre-trained BERT model): a "
-                      "google-research/bert TF1 checkpoint, one of this project's, or a Hugging "
-                      "Face BERT folder.")
+                      "google-research/bert TF1 checkpoint, one of this project's, a Hugging "
+                      "Face BERT folder, or a TF Hub BERT encoder SavedModel folder.")
   flags.DEFINE_integer("max_seq_length", max_seq_length,
                        "The maximum total input sequence length after WordPiece tokenization. "
                        "Sequences longer than this will be truncated, and sequences shorter "
