@@ -174,6 +174,13 @@ def test_the_model_gardens_export_has_our_signatures_and_outputs(ours, model_gar
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("saved_model", ["encoder", "preprocessor"])
+def test_every_op_is_one_tf_serving_links(saved_model, ours, ops_outside_tf_serving):
+  problems = ops_outside_tf_serving(ours["paths"][saved_model])
+  assert not problems, problems
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("exporter", ["ours", "model_garden"])
 def test_init_checkpoint_reads_a_hub_encoder(exporter, ours, model_garden, tiny_bert_config,
                                              tmp_path):
