@@ -23,6 +23,7 @@ from bert_tf.modeling import pretrainer as pretrainer_lib
 from bert_tf.tasks.inputs import TextPacker
 from bert_tf.tokenization import FullTokenizer
 from export import tf_hub
+from toys import classifier_runner, make_sst2
 
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -208,6 +209,22 @@ def test_init_checkpoint_reads_a_hub_encoder(exporter, ours, model_garden, tiny_
   with pytest.raises(ValueError, match=r"bert_config\.json: num_hidden_layers 3 contradicts "
                      r"the TF Hub SavedModel .*, whose variables say 2$"):
     checkpoints.resolve_files(config_file, None, path, SEQ)
+
+
+@pytest.mark.slow
+def test_fine_tuning_starts_from_a_hub_encoder(ours, tmp_path):
+  """A fine-tuning run (the runner every run_* script goes through) takes its config, vocab
+  and encoder weights from a Hub encoder given as --init_checkpoint; its head is drawn fresh."""
+  make_sst2(tmp_path / "data", num_dev=8)
+  args = dict(task_name="SST-2", data_dir=str(tmp_path / "data"),
+              output_dir=str(tmp_path / "out"), init_checkpoint=ours["paths"]["encoder"],
+              max_seq_length=SEQ, do_train=True, do_eval=True)
+  with pytest.raises(ValueError, match="a TF Hub encoder fills the encoder only"):
+    classifier_runner(dict(args, do_train=False))
+  model, step = classifier_runner(args).restore()
+  assert step == 0
+  _assert_close(model.checkpoint_items["encoder"](ours["inputs"], training=False),
+                ours["model"].encoder(ours["inputs"], training=False))
 
 
 @pytest.mark.slow

@@ -375,6 +375,8 @@ class Runner:
                          f"{' or '.join(h[0] for h in checkpoints.TF1_HEADS)})")
     if kind == "hf":
       return "encoder", "a Hugging Face model fills the encoder only"
+    if kind == "hub":
+      return "encoder", "a TF Hub encoder fills the encoder only"
     if kind == "config":
       return "encoder", "a config file holds no weights"
     source = checkpoints.beside(path, TASK_CONFIG)
