@@ -1,8 +1,8 @@
 """How the original packs a task's text for the encoder (whose inputs are
 `bert_tf.modeling.encoder.INPUT_NAMES`): `[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]` from token
 ids, a pair truncated from the longer text (the original's `_truncate_seq_pair`), in numpy for
-the records (`pack`) and in the serving graph from raw text (`TextPacker`); and the signature
-that serves token ids."""
+the records (`pack`) and in the serving graph from raw text (`TextPacker`, each batch cut to
+its longest); and the signature that serves token ids."""
 from typing import Callable
 
 import numpy as np
@@ -57,14 +57,20 @@ class TextPacker(tf.Module):
     self.max_seq_length = max_seq_length
 
   def __call__(self, text_a: tf.Tensor, text_b: tf.Tensor | None = None) -> dict:
-    """string [batch] (x2) → {INPUT_NAMES: int32 [batch, max_seq_length]}."""
+    """string [batch] (x2) → {INPUT_NAMES: int32 [batch, length]}, the batch cut to its
+    longest packed text (length ≤ max_seq_length)."""
     segments = [self.tokenizer(text_a)]
     if text_b is not None:
       segments.append(self.tokenizer(text_b))
     packed = layers.BertPackInputs.bert_pack_inputs(
         segments, self.max_seq_length, truncator="round_robin", **self.special_ids)
+    # Cut to the longest: the encoder's cost grows with the length, and a short request padded
+    # to max_seq_length pays for all of it. The padding columns cut are masked out everywhere,
+    # so the answers are the padded batch's (the mask is a prefix of ones, so its longest row
+    # is the batch's length).
+    length = tf.reduce_max(tf.reduce_sum(packed["input_mask"], axis=1))
     # int32, as the token-ids signature takes them: the model then runs one graph for both.
-    return {name: tf.cast(ids, tf.int32) for name, ids in packed.items()}
+    return {name: tf.cast(ids[:, :length], tf.int32) for name, ids in packed.items()}
 
 
 def ids_signature(predict_ids: Callable[[dict], dict], shape: list):
