@@ -219,10 +219,25 @@ def test_a_served_batch_is_cut_to_its_longest_and_answers_as_padded(exported):
   for name, ids in packed.items():
     np.testing.assert_array_equal(ids.numpy(), padded[name][:, :longest], err_msg=name)
     assert not padded[name][:, longest:].any()  # Only padding was cut.
-  cut = module.predict_ids(packed)["logits"].numpy()
-  full = module.predict_ids({k: tf.constant(v, tf.int32) for k, v in padded.items()})
-  assert np.ptp(cut[:, 0]) > 1e-2  # Inputs whose logits differ, not a constant model's.
-  np.testing.assert_allclose(cut, full["logits"].numpy(), atol=1e-5)
+
+
+@pytest.mark.slow
+def test_a_served_batch_runs_sorted_by_length_and_answers_as_padded(exported):
+  """More rows than a chunk, lengths mixed: each row's answer is the in-process model's on the
+  batch padded to max_seq_length, in the batch's order."""
+  _, _, _, model, tokenizer = exported
+  module = classification.ClassifierServing(model, tokenizer, MAX_SEQ_LENGTH, LABELS, True)
+  pairs = [(" ".join(["word"] * (i * 7 % 19)), "a cat " * (i % 3)) for i in range(19)]
+  features = _features(tokenizer, pairs)
+  lengths = _packed_features(features)["input_mask"].sum(1)
+  assert len(pairs) > 2 * classification.SERVING_CHUNK and len(set(lengths)) > 10
+  assert list(lengths) != sorted(lengths)
+  serve = module.signatures()["serving_default"]
+  served = serve(text_a=tf.constant([a for a, _ in pairs]),
+                 text_b=tf.constant([b for _, b in pairs]))["logits"].numpy()
+  expected = _in_process_logits(model, features)
+  assert np.ptp(expected[:, 0]) > 1e-2  # Inputs whose logits differ, not a constant model's.
+  np.testing.assert_allclose(served, expected, atol=1e-5)
 
 
 @pytest.mark.slow
