@@ -225,8 +225,8 @@ class ClassifierServing(tf.Module):
     """The model's three inputs, int32 [batch, seq] → logits, probabilities and label (see
     the module docstring)."""
     num_outputs = 1 if self.regression else self.label_names.shape[0]
-    logits = call_by_length(lambda chunk: tf.cast(self.model(chunk, training=False), tf.float32),
-                            inputs, SERVING_CHUNK, [None, num_outputs])
+    logits, = call_by_length(lambda chunk: (self.model(chunk, training=False),), inputs,
+                             SERVING_CHUNK, [[None, num_outputs]])
     if self.regression:
       return {"logits": logits, "label": logits[:, 0]}
     return {"logits": logits, "probabilities": tf.nn.softmax(logits, axis=-1),

@@ -86,22 +86,33 @@ def ids_signature(predict_ids: Callable[[dict], dict], shape: list):
   return serve.get_concrete_function()
 
 
-def call_by_length(fn: Callable[[dict], tf.Tensor], inputs: dict, chunk_size: int,
-                   shape: list) -> tf.Tensor:
-  """fn (the encoder's inputs → one float32 output per row, of `shape`, None first) over a
-  batch's rows ({INPUT_NAMES: [batch, length]}) in order of length, `chunk_size` rows a
-  call, each chunk cut to its own longest; the outputs in the batch's order.
+def call_by_length(fn: Callable[[dict], tuple], inputs: dict, chunk_size: int, shapes: list,
+                   per_position: tuple[bool, ...] = ()) -> tuple:
+  """fn (the encoder's inputs → float32 outputs, one [rows, ...] tensor per entry of `shapes`,
+  each the output's shape, None first) over a batch's rows ({INPUT_NAMES: [batch, width]}) in
+  order of length, `chunk_size` rows a call, each chunk cut to its own longest; the outputs in
+  the batch's order. An output marked in `per_position` ([rows, length, ...], one value per
+  position) comes back as wide as the inputs, its cut positions 0.
 
   A batch of mixed lengths padded to its longest pays for the longest in every row: on 32
   consecutive SST-2 sentences, 19,520 positions, where chunks of 8 sorted rows hold 12,096.
-  Each row's outputs are its own (the padding is masked out), so they are the padded batch's.
+  Each row's outputs are its own (the padding is masked out), so they are the padded batch's
+  at every position that holds a token.
   """
+  per_position = per_position or (False,) * len(shapes)
+  width = tf.shape(inputs["input_mask"])[1]
   lengths = tf.reduce_sum(inputs["input_mask"], axis=1)
-  order = tf.argsort(lengths, stable=True)
 
   def call(chunk):
-    length = tf.reduce_max(tf.reduce_sum(chunk["input_mask"], axis=1))
-    return (fn({name: ids[:, :length] for name, ids in chunk.items()}),)
-  (outputs,) = windows.call_in_chunks(
-      call, {name: tf.gather(ids, order) for name, ids in inputs.items()}, chunk_size, [shape])
-  return tf.gather(outputs, tf.math.invert_permutation(order))
+    # At least 1: the empty chunk of an empty batch has no longest (its maximum is int32's
+    # smallest).
+    length = tf.maximum(tf.reduce_max(tf.reduce_sum(chunk["input_mask"], axis=1)), 1)
+    outputs = fn({name: ids[:, :length] for name, ids in chunk.items()})
+    return tuple(tf.pad(o, [[0, 0], [0, width - length]] + [[0, 0]] * (len(shape) - 2))
+                 if cut else o for o, shape, cut in zip(outputs, shapes, per_position))
+
+  order = tf.argsort(lengths, stable=True)
+  outputs = windows.call_in_chunks(
+      call, {name: tf.gather(ids, order) for name, ids in inputs.items()}, chunk_size, shapes)
+  unsort = tf.math.invert_permutation(order)
+  return tuple(tf.gather(o, unsort) for o in outputs)
