@@ -10,8 +10,12 @@ Kind: the peer's side (benchmarks/peers/): torch and transformers only, in the p
 What a request's batch holds and what it answers, by --task:
   classifier  {"text_a"} → {"logits"}: the fast tokenizer (truncation=True, max_length,
               padding=True: each batch padded to its longest), BertForSequenceClassification
-  squad       {"question", "context"} → {"answer", "score"}: the question-answering pipeline,
-              its max_seq_len, doc_stride and max_question_len set to ours
+  squad       {"question", "context"} → {"answer"}: transformers 5 has no question-answering
+              pipeline any more, so its run_qa example's way, as hf_squad_peer.py runs it
+              (windows every --doc_stride pieces, google-research/bert's meaning, questions cut
+              to --max_query_length, utils_qa's n-best decoding: 20 best starts and ends,
+              answers up to 30 pieces), each batch's windows cut to their longest as
+              padding=True would pad them, then BertForQuestionAnswering
   ner         {"text"} → {"entities": [[type, start, end], ...]}: the token-classification
               pipeline, aggregation_strategy="first"
 --threads sets torch's intra- and inter-op threads (the fast tokenizer's own pool is
@@ -24,6 +28,7 @@ import torch
 import transformers
 
 from benchmarks import serving_worker
+from benchmarks.peers import hf_squad_peer
 
 
 def _classifier(args):
@@ -39,14 +44,24 @@ def _classifier(args):
 
 
 def _squad(args):
-  qa = transformers.pipeline("question-answering", model=args.model_dir, device="cpu")
+  tokenizer = transformers.AutoTokenizer.from_pretrained(args.model_dir)
+  model = transformers.BertForQuestionAnswering.from_pretrained(args.model_dir).eval()
+  settings = argparse.Namespace(
+      max_seq_length=args.max_seq_length, doc_stride=args.doc_stride,
+      max_query_length=args.max_query_length, n_best_size=20, max_answer_length=30,
+      version_2_with_negative=False, null_score_diff_threshold=0.0)
 
   def predict(batch):
-    answers = qa(question=[r["question"] for r in batch], context=[r["context"] for r in batch],
-                 max_seq_len=args.max_seq_length, doc_stride=args.doc_stride,
-                 max_question_len=args.max_query_length, batch_size=len(batch))
-    answers = answers if isinstance(answers, list) else [answers]
-    return {"answer": [a["answer"] for a in answers], "score": [a["score"] for a in answers]}
+    examples = [hf_squad_peer.Example(str(i), r["question"], r["context"], [])
+                for i, r in enumerate(batch)]
+    features = hf_squad_peer.convert_examples(tokenizer, examples, settings, is_training=False)
+    inputs = hf_squad_peer.tensors(features, is_training=False)
+    width = int(inputs["attention_mask"].sum(1).max())
+    with torch.inference_mode():
+      out = model(**{name: ids[:, :width] for name, ids in inputs.items()})
+    answers, _ = hf_squad_peer.postprocess(examples, features, out.start_logits.numpy(),
+                                           out.end_logits.numpy(), settings)
+    return {"answer": [answers[e.qid] for e in examples]}
   return predict
 
 

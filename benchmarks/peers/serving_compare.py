@@ -5,38 +5,49 @@ Kind: a side-by-side driver (benchmarks/peers/): it starts both sides' workers a
 them; run it in the project's venv (it converts the weights with bert_tf).
 
   TF_CPP_MIN_LOG_LEVEL=2 PYTHONPATH=. .venv/bin/python benchmarks/peers/serving_compare.py \
-      --model_dir=/tmp/l32/run --saved_model=/tmp/l32/export/1 --work_dir=/tmp/l32/compare \
-      --peer_python=/tmp/refvenv/bin/python --threads=2
+      --model_dir=/tmp/l32/run --saved_model=/tmp/l32/export/3 --work_dir=/tmp/l32/compare \
+      --peer_python=/tmp/refvenv/bin/python --threads=2 [--num_sentences=400 --rounds=2]
 
---model_dir is our fine-tuned run (run_classifier's output_dir) and --saved_model its export
-(`--export_dir`). The peer's venv: benchmarks/README.md (here torch 2.13.0+cpu from
-/opt/wheels and transformers from the registry).
+--model_dir is our fine-tuned run (a run_classifier, run_squad or run_ner output_dir: its
+task_config.json says which) and --saved_model its export (`--export_dir`). The peer's venv:
+benchmarks/README.md (here torch 2.13.0+cpu from /opt/wheels, transformers from the registry).
 
-The weights made equal: our run's checkpoint written as a Hugging Face folder (--work_dir/hf:
+The weights made equal: our run's checkpoint written as a Hugging Face folder (in --work_dir:
 every encoder variable through bert_tf's own Hugging Face name table, checkpoints.HF, the
-attention kernels' head axes merged and torch's Linear weights transposed; the classifier's
-Dense as `classifier`; the tokenizer files and config.json of the model it was fine-tuned from,
-with the labels), which transformers' BertForSequenceClassification loads. Printed: the max
-|logit difference| of each side against our in-process model (the checkpoint restored, the
-sentences packed to max_seq_length by the feature writer), and the label agreement.
+attention kernels' head axes merged and torch's Linear weights transposed; the task's output
+Dense as `classifier` or `qa_outputs`; the tokenizer files and config.json of the model it was
+fine-tuned from, with the labels), which transformers' BertFor{SequenceClassification,
+QuestionAnswering,TokenClassification} loads.
+
+By task (the requests, the peer, the check of the outputs):
+  classification  the first --num_sentences SST-2 dev sentences; the fast tokenizer
+                  (truncation=True, max_length=max_seq_length, padding=True) and the model
+                  under torch.inference_mode; each side's max |logit difference| from our
+                  in-process model (the checkpoint restored, the sentences packed to
+                  max_seq_length by the feature writer) and its label agreement.
+  squad           the first questions of SQuAD v1.1 dev, each with its passage; the
+                  question-answering pipeline with max_seq_len, doc_stride, max_question_len
+                  ours; how often both answer the same text.
+  ner             the first CoNLL-2003 dev sentences, words joined by spaces; the
+                  token-classification pipeline, aggregation_strategy="first"; how often both
+                  find the same entities (type, character offsets).
 
 The sides: ours is benchmarks/runs/serving.py --worker, a process that imports tensorflow and
 tensorflow_text only (it prints the foreign modules it holds: none), the SavedModel's
 `serving_default` called with tf.string tensors, TensorFlow's intra- and inter-op threads set
-to --threads. The peer is hf_serving_peer.py in --peer_python: the fast tokenizer
-(truncation=True, max_length=max_seq_length, padding=True) and the model under
-torch.inference_mode, torch's intra- and inter-op threads set to --threads and the tokenizer's
-pool to as many (RAYON_NUM_THREADS). Each side times its own calls (benchmarks/serving_worker.py),
-so the pipes between the processes are outside the times.
+to --threads. The peer is hf_serving_peer.py in --peer_python, torch's intra- and inter-op
+threads set to --threads and the fast tokenizer's pool to as many (RAYON_NUM_THREADS). Each
+side times its own calls (benchmarks/serving_worker.py), so the pipes between the processes
+are outside the times.
 
-The requests: the first --num_sentences SST-2 dev sentences, first all at batch 32 (untimed: the
-outputs compared, and a warm-up) and all at batch 1 (untimed warm-up), then --rounds rounds
-each of: every sentence at batch 1, one request after another, in blocks of --block sentences
-alternating between the sides (which side starts alternates too); then the sentences in
-batches of 32, in blocks of 4 batches, alternated alike. Per round and side: p50 and p99 of the
-batch-1 latency (ms), batch-32 sentences per second (the sentences over the summed batch
-times); ratios bert_tf / peer (latency: below 1, ours is faster; throughput: above 1, ours is
-faster). Prints a table, then one JSON line with everything.
+The order: all requests at batch 32 (untimed: the outputs checked, and a warm-up) and all at
+batch 1 (untimed warm-up), then --rounds rounds each of: every request at batch 1, one after
+another, in blocks of --block alternating between the sides (which side starts alternates
+too); then the requests in batches of 32, in blocks of 4 batches, alternated alike. Per round
+and side: p50 and p99 of the batch-1 latency (ms), batch-32 requests per second (the requests
+over the summed batch times); ratios bert_tf / peer (latency: below 1, ours is faster;
+throughput: above 1, ours is faster). Prints a table, then one JSON line with everything
+(the load average at the end included).
 """
 import argparse
 import json
