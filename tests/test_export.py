@@ -163,10 +163,15 @@ def _served_signature_def(path: str, request):
   return signature
 
 
+def _packed_features(features) -> dict:
+  """The feature writer's ids under the model's input names, padded to MAX_SEQ_LENGTH."""
+  return {name: np.stack([f[record] for f in features])
+          for name, record in (("input_word_ids", "input_ids"), ("input_mask", "input_mask"),
+                               ("input_type_ids", "segment_ids"))}
+
+
 def _in_process_logits(model, features):
-  inputs = {"input_word_ids": np.stack([f["input_ids"] for f in features]),
-            "input_mask": np.stack([f["input_mask"] for f in features]),
-            "input_type_ids": np.stack([f["segment_ids"] for f in features])}
+  inputs = _packed_features(features)
   return model({k: tf.constant(v, tf.int32) for k, v in inputs.items()}, training=False).numpy()
 
 
@@ -214,9 +219,7 @@ def test_warmup_requests_are_the_dev_examples(exported):
 def test_fresh_process_predicts_as_the_in_process_model(exported, tmp_path):
   _, _, path, model, tokenizer = exported
   features = _features(tokenizer, PAIRS)
-  ids = {"input_word_ids": [f["input_ids"].tolist() for f in features],
-         "input_mask": [f["input_mask"].tolist() for f in features],
-         "input_type_ids": [f["segment_ids"].tolist() for f in features]}
+  ids = {name: ids.tolist() for name, ids in _packed_features(features).items()}
   with open(tmp_path / "inputs.json", "w") as f:
     json.dump({"text_a": [a for a, _ in PAIRS], "text_b": [b for _, b in PAIRS], "ids": ids}, f)
   script = tmp_path / "fresh.py"
@@ -249,10 +252,41 @@ def test_in_graph_packing_equals_the_training_features(exported):
   module = classification.ClassifierServing(model, tokenizer, MAX_SEQ_LENGTH, LABELS, True)
   pairs = PAIRS + [("a b c d e f g h i j k l m n o p q r s t", "u v w x y z a b c d e f g")]
   packed = module.pack(tf.constant([a for a, _ in pairs]), tf.constant([b for _, b in pairs]))
+  for name, expected in _packed_features(_features(tokenizer, pairs)).items():
+    np.testing.assert_array_equal(packed[name].numpy(), expected, err_msg=name)
+
+
+@pytest.mark.slow
+def test_a_served_batch_is_cut_to_its_longest_and_answers_as_padded(exported):
+  _, _, _, model, tokenizer = exported
+  module = classification.ClassifierServing(model, tokenizer, MAX_SEQ_LENGTH, LABELS, True)
+  pairs = [PAIRS[0], PAIRS[1], ("Is it raining?", "It is sunny.")]
+  padded = _packed_features(_features(tokenizer, pairs))
+  longest = int(padded["input_mask"].sum(1).max())
+  assert longest < MAX_SEQ_LENGTH  # So there is padding to cut.
+  packed = module.pack(tf.constant([a for a, _ in pairs]), tf.constant([b for _, b in pairs]))
+  for name, ids in packed.items():
+    np.testing.assert_array_equal(ids.numpy(), padded[name][:, :longest], err_msg=name)
+    assert not padded[name][:, longest:].any()  # Only padding was cut.
+
+
+@pytest.mark.slow
+def test_a_served_batch_runs_sorted_by_length_and_answers_as_padded(exported):
+  """More rows than a chunk, lengths mixed: each row's answer is the in-process model's on the
+  batch padded to max_seq_length, in the batch's order."""
+  _, _, _, model, tokenizer = exported
+  module = classification.ClassifierServing(model, tokenizer, MAX_SEQ_LENGTH, LABELS, True)
+  pairs = [(" ".join(["word"] * (i * 7 % 19)), "a cat " * (i % 3)) for i in range(19)]
   features = _features(tokenizer, pairs)
-  for name, record_name in (("input_word_ids", "input_ids"), ("input_mask", "input_mask"),
-                            ("input_type_ids", "segment_ids")):
-    np.testing.assert_array_equal(packed[name].numpy(), [f[record_name] for f in features])
+  lengths = _packed_features(features)["input_mask"].sum(1)
+  assert len(pairs) > 2 * classification.SERVING_CHUNK and len(set(lengths)) > 10
+  assert list(lengths) != sorted(lengths)
+  serve = module.signatures()["serving_default"]
+  served = serve(text_a=tf.constant([a for a, _ in pairs]),
+                 text_b=tf.constant([b for _, b in pairs]))["logits"].numpy()
+  expected = _in_process_logits(model, features)
+  assert np.ptp(expected[:, 0]) > 1e-2  # Inputs whose logits differ, not a constant model's.
+  np.testing.assert_allclose(served, expected, atol=1e-5)
 
 
 @pytest.mark.slow

@@ -69,8 +69,8 @@ def _as_tf1(output_dir: str, folder, head: tuple[str, str]) -> str:
   model = task.build_model(config)
   runner.restore(model, tf.train.latest_checkpoint(output_dir))
   encoder = model.checkpoint_items["encoder"]
-  ours = checkpoints._our_variables({"encoder": encoder}, checkpoints.TF1,  # pylint: disable=protected-access
-                                    config.num_hidden_layers)
+  ours = checkpoints.our_variables({"encoder": encoder}, checkpoints.TF1,
+                                   config.num_hidden_layers)
   arrays = {}
   for part in ("encoder", "pooler"):
     for our_name, theirs, _ in checkpoints.TF1.rows(part, config.num_hidden_layers):

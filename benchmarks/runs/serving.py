@@ -1,45 +1,51 @@
-r"""Latency and throughput of an exported classifier's raw-text signature, and the share of its
-latency spent tokenizing and packing in the graph.
+r"""Latency and throughput of an exported model's raw-text signature: alone, a classifier's
+(and the share of its latency spent tokenizing and packing in the graph); or as our side's
+worker in a side-by-side comparison with transformers (peers/serving_compare.py).
 
-Kind: a run of our product (benchmarks/runs/): an export from run_classifier --export_dir.
+Kind: a run of our product (benchmarks/runs/): an export from run_classifier --export_dir (or,
+as a worker, any task's export).
 
   TF_CPP_MIN_LOG_LEVEL=2 PYTHONPATH=. .venv/bin/python benchmarks/runs/serving.py \
       --saved_model=/tmp/mrpc_serving/1 --data_dir=$BERT_TF_DATA/glue/MRPC --task_name=MRPC
 
 The requests are the task's dev pairs. The tokenization share compares `serving_default` (text
-in) with `serve_token_ids` (the same examples' ids in, packed by bert_tf's feature writer, the
-same ids the graph computes): share = 1 - ids latency / text latency, at the median.
+in) with `serve_token_ids` (the same examples' ids in, packed by bert_tf's feature writer to
+max_seq_length: the graph cuts a batch to its longest, so the ids signature here is also given
+each batch cut to its longest): share = 1 - ids latency / text latency, at the median.
 With --model_dir (run_classifier's output_dir), also checks the SavedModel's dev predictions
 against the in-process model restored from that folder's checkpoint.
 Prints one JSON line.
+
+With --worker it is a server's process: it imports tensorflow and tensorflow_text only (bert_tf
+nowhere: the standalone mode's imports wait in its functions), loads --saved_model and answers
+requests for `serving_default` on stdin (benchmarks/serving_worker.py), each batch's inputs
+as tf.string tensors; --threads sets TensorFlow's intra- and inter-op threads.
 """
 import json
+import sys
 import time
 
 from absl import app
 from absl import flags
 import numpy as np
-import bert_tf  # noqa: F401  (before TensorFlow: its process defaults, oneDNN on, apply)
 import tensorflow as tf
 import tensorflow_text  # noqa: F401 (registers the tokenizer's ops)
 
-from bert_tf.tasks import classification
-from bert_tf.tasks import glue
-from bert_tf.tasks import runner
-from bert_tf.tokenization import FullTokenizer
 from benchmarks import data_root  # $BERT_TF_DATA
+from benchmarks import serving_worker
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("saved_model", None, "An exported version folder, e.g. /tmp/serving/1.")
-flags.DEFINE_string("data_dir", data_root.path("glue", "MRPC"), "The task's GLUE folder.")
-if data_root.path("glue", "MRPC") is None:
-  flags.mark_flag_as_required("data_dir")  # $BERT_TF_DATA unset.
+flags.DEFINE_string("data_dir", data_root.path("glue", "MRPC"),
+                    "The task's GLUE folder (required without $BERT_TF_DATA, but not --worker).")
 flags.DEFINE_string("task_name", "MRPC", "The GLUE task.")
 flags.DEFINE_integer("num_requests", 200, "Batch-1 requests timed.")
 flags.DEFINE_integer("num_batches", 20, "Batch-32 requests timed.")
 flags.DEFINE_integer("max_seq_length", 128, "The exported model's max_seq_length.")
 flags.DEFINE_string("model_dir", None, "[Optional] The run_classifier output_dir exported: "
                     "compare the SavedModel's dev logits with the in-process model's.")
+flags.DEFINE_bool("worker", False, "Answer requests on stdin instead (the module docstring).")
+flags.DEFINE_integer("threads", 0, "TensorFlow's intra- and inter-op threads (0: its default).")
 
 
 def _time(text_fn, ids_fn, text_requests, ids_requests) -> tuple[np.ndarray, np.ndarray]:
@@ -67,7 +73,10 @@ def _requests(examples, features, batch_size, count):
     if examples[0].text_b is not None:
       request["text_b"] = tf.constant([examples[k].text_b for k in idx])
     text.append(request)
-    ids.append({name: tf.constant(np.stack([features[k][record] for k in idx]), tf.int32)
+    # Cut to the batch's longest, as the text signature's packer cuts it.
+    length = max(features[k]["input_mask"].sum() for k in idx)
+    ids.append({name: tf.constant(np.stack([features[k][record][:length] for k in idx]),
+                                  tf.int32)
                 for name, record in (("input_word_ids", "input_ids"),
                                      ("input_mask", "input_mask"),
                                      ("input_type_ids", "segment_ids"))})
@@ -76,6 +85,7 @@ def _requests(examples, features, batch_size, count):
 
 def _parity(serve_text, examples, features) -> dict:
   """Max |logit difference| and label agreement, SavedModel (raw text) vs in-process model."""
+  from bert_tf.tasks import runner  # pylint: disable=import-outside-toplevel
   _, model, _ = runner.load_trained(FLAGS.model_dir)
   exported, in_process = [], []
   for i in range(0, len(examples), 32):
@@ -88,10 +98,45 @@ def _parity(serve_text, examples, features) -> dict:
           "dev_label_agreement": float(np.mean(exported.argmax(1) == in_process.argmax(1)))}
 
 
+def _plain(value: np.ndarray):
+  """An output as JSON takes it: text decoded."""
+  if value.dtype == object:
+    return np.vectorize(lambda b: b.decode("utf-8"), otypes=[object])(value).tolist()
+  return value.tolist()
+
+
+def _work(serve) -> None:
+  """The worker: `serve` (a signature) called on each batch, its outputs as plain lists."""
+  def predict(batch: list[dict]) -> dict:
+    outputs = serve(**{name: tf.constant([r[name] for r in batch]) for name in batch[0]})
+    return {name: _plain(value.numpy()) for name, value in outputs.items()}
+  threads = tf.config.threading
+  serving_worker.serve(predict, {
+      "side": "bert_tf", "tensorflow": tf.__version__,
+      "threads": {"intra_op": threads.get_intra_op_parallelism_threads(),
+                  "inter_op": threads.get_inter_op_parallelism_threads()},
+      # What a server would not have: none of it imported.
+      "foreign_modules": sorted({m.split(".")[0] for m in sys.modules} & {
+          "bert_tf", "export", "official", "tf_keras", "tfrecords", "torch", "transformers"})})
+
+
 def main(argv):
   del argv
+  if FLAGS.threads:  # Before the first op: TensorFlow fixes its thread pools then.
+    tf.config.threading.set_intra_op_parallelism_threads(FLAGS.threads)
+    tf.config.threading.set_inter_op_parallelism_threads(FLAGS.threads)
   model = tf.saved_model.load(FLAGS.saved_model)
   serve_text = model.signatures["serving_default"]
+  if FLAGS.worker:
+    _work(serve_text)
+    return
+  if not FLAGS.data_dir:
+    raise app.UsageError("--data_dir is required ($BERT_TF_DATA is unset)")
+  # Here, not at the top: a worker is a server's process, without bert_tf.
+  # pylint: disable=import-outside-toplevel
+  from bert_tf.tasks import classification
+  from bert_tf.tasks import glue
+  from bert_tf.tokenization import FullTokenizer
   serve_ids = model.signatures["serve_token_ids"]
   task = glue.get_task_data(FLAGS.task_name, FLAGS.data_dir)
   examples = task.get_examples(FLAGS.data_dir, task.eval_splits[0])

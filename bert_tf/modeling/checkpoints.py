@@ -527,7 +527,7 @@ def read_torch_state_dict(path: str) -> dict[str, np.ndarray]:
 # ---------------------------------------------------------------------------------------------
 # Assigning.
 
-def _our_variables(targets: dict, name_map: NameMap, num_layers: int) -> dict:
+def our_variables(targets: dict, name_map: NameMap, num_layers: int) -> dict:
   """Our variables by their table name. A variable's full name may carry outer scopes (e.g.
   the pretrainer's name), so the longest suffix that is a table name is its name."""
   known = {row[0] for part in PARTS for row in name_map.rows(part, num_layers)}
@@ -577,7 +577,7 @@ def _load_mapped(weights: _Weights, name_map: NameMap, targets: dict) -> list[st
   if theirs_layers != num_layers:
     raise ValueError(f"{weights.path}: has {theirs_layers} Transformer layers, our model "
                      f"{num_layers}")
-  ours = _our_variables(targets, name_map, num_layers)
+  ours = our_variables(targets, name_map, num_layers)
   wanted = ["encoder", "pooler"] + [p for p in ("masked_lm", "next_sentence") if p in targets]
   loaded = []
   for part in wanted:

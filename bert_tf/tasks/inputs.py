@@ -1,8 +1,9 @@
 """How the original packs a task's text for the encoder (whose inputs are
 `bert_tf.modeling.encoder.INPUT_NAMES`): `[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]` from token
 ids, a pair truncated from the longer text (the original's `_truncate_seq_pair`), in numpy for
-the records (`pack`) and in the serving graph from raw text (`TextPacker`); and the signature
-that serves token ids."""
+the records (`pack`) and in the serving graph from raw text (`TextPacker`, each batch cut to
+its longest); a served batch run in chunks sorted by length (`call_by_length`); and the
+signature that serves token ids."""
 from typing import Callable
 
 import numpy as np
@@ -10,6 +11,7 @@ from official.nlp.modeling import layers
 import tensorflow as tf
 
 from bert_tf.modeling.encoder import INPUT_NAMES
+from bert_tf.tasks import windows
 
 # A served model's second signature: the encoder's three inputs, already packed.
 IDS_SIGNATURE = "serve_token_ids"
@@ -57,14 +59,20 @@ class TextPacker(tf.Module):
     self.max_seq_length = max_seq_length
 
   def __call__(self, text_a: tf.Tensor, text_b: tf.Tensor | None = None) -> dict:
-    """string [batch] (x2) → {INPUT_NAMES: int32 [batch, max_seq_length]}."""
+    """string [batch] (x2) → {INPUT_NAMES: int32 [batch, length]}, the batch cut to its
+    longest packed text (length ≤ max_seq_length)."""
     segments = [self.tokenizer(text_a)]
     if text_b is not None:
       segments.append(self.tokenizer(text_b))
     packed = layers.BertPackInputs.bert_pack_inputs(
         segments, self.max_seq_length, truncator="round_robin", **self.special_ids)
+    # Cut to the longest: the encoder's cost grows with the length, and a short request padded
+    # to max_seq_length pays for all of it. The padding columns cut are masked out everywhere,
+    # so the answers are the padded batch's (the mask is a prefix of ones, so its longest row
+    # is the batch's length).
+    length = tf.reduce_max(tf.reduce_sum(packed["input_mask"], axis=1))
     # int32, as the token-ids signature takes them: the model then runs one graph for both.
-    return {name: tf.cast(ids, tf.int32) for name, ids in packed.items()}
+    return {name: tf.cast(ids[:, :length], tf.int32) for name, ids in packed.items()}
 
 
 def ids_signature(predict_ids: Callable[[dict], dict], shape: list):
@@ -76,3 +84,35 @@ def ids_signature(predict_ids: Callable[[dict], dict], shape: list):
           zip(INPUT_NAMES, (input_word_ids, input_mask, input_type_ids)))),
       input_signature=[spec] * len(INPUT_NAMES))
   return serve.get_concrete_function()
+
+
+def call_by_length(fn: Callable[[dict], tuple], inputs: dict, chunk_size: int, shapes: list,
+                   per_position: tuple[bool, ...] = ()) -> tuple:
+  """fn (the encoder's inputs → float32 outputs, one [rows, ...] tensor per entry of `shapes`,
+  each the output's shape, None first) over a batch's rows ({INPUT_NAMES: [batch, width]}) in
+  order of length, `chunk_size` rows a call, each chunk cut to its own longest; the outputs in
+  the batch's order. An output marked in `per_position` ([rows, length, ...], one value per
+  position) comes back as wide as the inputs, its cut positions 0.
+
+  A batch of mixed lengths padded to its longest pays for the longest in every row: on 32
+  consecutive SST-2 sentences, 19,520 positions, where chunks of 8 sorted rows hold 12,096.
+  Each row's outputs are its own (the padding is masked out), so they are the padded batch's
+  at every position that holds a token.
+  """
+  per_position = per_position or (False,) * len(shapes)
+  width = tf.shape(inputs["input_mask"])[1]
+  lengths = tf.reduce_sum(inputs["input_mask"], axis=1)
+
+  def call(chunk):
+    # At least 1: the empty chunk of an empty batch has no longest (its maximum is int32's
+    # smallest).
+    length = tf.maximum(tf.reduce_max(tf.reduce_sum(chunk["input_mask"], axis=1)), 1)
+    outputs = fn({name: ids[:, :length] for name, ids in chunk.items()})
+    return tuple(tf.pad(o, [[0, 0], [0, width - length]] + [[0, 0]] * (len(shape) - 2))
+                 if cut else o for o, shape, cut in zip(outputs, shapes, per_position))
+
+  order = tf.argsort(lengths, stable=True)
+  outputs = windows.call_in_chunks(
+      call, {name: tf.gather(ids, order) for name, ids in inputs.items()}, chunk_size, shapes)
+  unsort = tf.math.invert_permutation(order)
+  return tuple(tf.gather(o, unsort) for o in outputs)

@@ -334,17 +334,17 @@ class ChoiceServing(tf.Module):
     super().__init__(name="choice_serving")
     self.model = model
     self.packer = TextPacker(tokenizer, max_seq_length)
-    self.max_seq_length = max_seq_length
     self.num_choices = num_choices
 
   def pack(self, context: tf.Tensor, endings: list[tf.Tensor]) -> dict:
     """context and each ending string [batch] → the model's three int32 inputs
-    [batch, num_choices, max_seq_length]: every (context, ending i) packed as one pair."""
+    [batch, num_choices, length]: every (context, ending i) packed as one pair, all cut to
+    the longest (TextPacker)."""
     batch_size = tf.shape(context)[0]
     # [batch * num_choices]: example b's context and ending i at b * num_choices + i.
     contexts = tf.repeat(context, self.num_choices)
     endings = tf.reshape(tf.stack(endings, axis=1), [-1])
-    return {name: tf.reshape(ids, [batch_size, self.num_choices, self.max_seq_length])
+    return {name: tf.reshape(ids, [batch_size, self.num_choices, -1])
             for name, ids in self.packer(contexts, endings).items()}
 
   def predict_ids(self, inputs: dict) -> dict:

@@ -59,6 +59,7 @@ import tf_keras
 
 from bert_tf import tokenization
 from bert_tf.tasks import windows as windows_lib
+from bert_tf.tasks.inputs import call_by_length
 from bert_tf.tokenization import FullTokenizer
 
 SIGNATURE = "serving_default"
@@ -276,13 +277,14 @@ class NerServing(tf.Module):
     return dict(inputs=inputs, first=first, length=length)
 
   def logits(self, inputs: dict) -> tf.Tensor:
-    """The model's float32 logits [W, max_seq_length, num_labels], `windows_per_call` windows
-    at a time (one call after another, to bound memory)."""
+    """The model's float32 logits [W, max_seq_length, num_labels] (0 past a window's pieces),
+    `windows_per_call` windows at a time (one call after another, to bound memory), sorted by
+    length, each call's cut to its longest (`inputs.call_by_length`)."""
     def call(chunk):
       outputs = self.model(chunk, training=False)
       return (outputs["logits"] if isinstance(outputs, dict) else outputs,)
-    logits, = windows_lib.call_in_chunks(call, inputs, self.windows_per_call,
-                                         [[None, self.max_seq_length, len(self.labels)]])
+    logits, = call_by_length(call, inputs, self.windows_per_call,
+                             [[None, self.max_seq_length, len(self.labels)]], per_position=(True,))
     return logits
 
   def tags(self, windows: dict, best_window: tf.Tensor, first_piece: tf.Tensor) -> tf.Tensor:

@@ -54,6 +54,7 @@ import tf_keras
 
 from bert_tf import tokenization
 from bert_tf.tasks import windows as windows_lib
+from bert_tf.tasks.inputs import call_by_length
 from bert_tf.tokenization import FullTokenizer
 
 SIGNATURE = "serving_default"
@@ -245,11 +246,12 @@ class QuestionAnswerer(tf.Module):
     return is_max.to_tensor(False, shape=[None, self.max_seq_length - 3])
 
   def logits(self, inputs: dict) -> tuple[tf.Tensor, tf.Tensor]:
-    """The model's float32 start and end logits [W, max_seq_length], `windows_per_call`
-    windows at a time (one call after another, to bound memory)."""
+    """The model's float32 start and end logits [W, max_seq_length] (0 past a window's
+    pieces), `windows_per_call` windows at a time (one call after another, to bound memory),
+    sorted by length, each call's cut to its longest (`inputs.call_by_length`)."""
     shape = [None, self.max_seq_length]
-    return windows_lib.call_in_chunks(lambda chunk: self.model(chunk, training=False), inputs,
-                                      self.windows_per_call, [shape, shape])
+    return call_by_length(lambda chunk: self.model(chunk, training=False), inputs,
+                          self.windows_per_call, [shape, shape], per_position=(True, True))
 
   def best_spans(self, windows: dict, is_max: tf.Tensor, start_logits: tf.Tensor,
                  end_logits: tf.Tensor, batch_size: tf.Tensor) -> dict:
