@@ -40,6 +40,14 @@ def _export_saved_model(*flags: str) -> subprocess.Popen:
                           stderr=subprocess.PIPE, text=True, env=ENV, cwd=ROOT)
 
 
+def _packed(tokenizer, length: int, *texts) -> dict:
+  """Our serving graphs' packing of `texts` (TextPacker, which cuts a batch to its longest),
+  padded back to `length`: a Hub preprocessor's inputs are [batch, seq_length]."""
+  packed = TextPacker(tokenizer, length)(*(tf.constant(t) for t in texts))
+  return {name: tf.pad(ids, [[0, 0], [0, length - tf.shape(ids)[1]]])
+          for name, ids in packed.items()}
+
+
 @pytest.fixture(scope="module")
 def ours(tmp_path_factory, tiny_bert_config, vocab_file, tokenizer):
   """A fresh tiny pretrainer saved as our checkpoint (bert_config.json and vocab.txt beside
@@ -53,7 +61,7 @@ def ours(tmp_path_factory, tiny_bert_config, vocab_file, tokenizer):
   out, err = _export_saved_model(f"--init_checkpoint={prefix}", f"--export_dir={tmp / 'hub'}",
                                  f"--max_seq_length={SEQ}").communicate(timeout=600)
   assert out.splitlines()[-2:] == [f"{name}: {path}" for name, path in paths.items()], err
-  inputs = TextPacker(tokenizer, SEQ)(tf.constant(TEXTS))
+  inputs = _packed(tokenizer, SEQ, TEXTS)
   return dict(model=model, paths=paths, inputs=inputs, tmp=tmp)
 
 
@@ -100,7 +108,7 @@ def test_keras_layer_loads_both_and_answers_as_ours(ours, tokenizer, vocab_file,
       mask_id=tokenizer.mask_id)
   pairs = loaded.bert_pack_inputs([words, loaded.tokenize(tf.constant(TEXTS[::-1]))],
                                   seq_length=tf.constant(8))
-  _assert_close(pairs, TextPacker(tokenizer, 8)(tf.constant(TEXTS), tf.constant(TEXTS[::-1])))
+  _assert_close(pairs, _packed(tokenizer, 8, TEXTS, TEXTS[::-1]))
   served = loaded.signatures["serving_default"](sentences=tf.constant(TEXTS))
   _assert_close(served, inputs)
 
@@ -291,8 +299,8 @@ _FINE_TUNE = textwrap.dedent("""
 @pytest.mark.slow
 def test_a_keras_model_on_it_fine_tunes_also_mirrored(ours, tokenizer, tmp_path):
   # Its inputs as the exported preprocessor makes them (the first test: our TextPacker's).
-  texts = tf.constant(["a good film", "a bad film", "good fun", "bad news"] * 4)
-  data = {k: v.numpy() for k, v in TextPacker(tokenizer, SEQ)(texts).items()}
+  texts = ["a good film", "a bad film", "good fun", "bad news"] * 4
+  data = {k: v.numpy() for k, v in _packed(tokenizer, SEQ, texts).items()}
   np.savez(tmp_path / "data.npz", labels=np.array([1, 0, 1, 0] * 4), **data)
   env = dict(ENV)
   env.pop("PYTHONPATH", None)
