@@ -235,9 +235,9 @@ def test_sorted_micro_batches_hold_the_random_batch_each_part_cut_to_its_longest
 
 @pytest.mark.parametrize("name", ["classification", "multiple_choice"])
 def test_sorted_micro_batches_give_the_loss_and_gradient_of_the_padded_batch(name, tmp_path):
-  """What the training step computes from micro-batches (`loop.batch_loss`: each part's
-  loss weighted by its share of the records) is the loss, metrics and gradient of the same
-  records as one batch padded to max_seq_length (no dropout)."""
+  """What the training step computes from micro-batches (`loop.accumulated_gradients`: one
+  pass each, each part's loss over the batch's counts, summed) is the loss, metrics and
+  gradient of the same records as one batch padded to max_seq_length (no dropout)."""
   task = TASKS[name]()
   num_records = 12
   path = str(tmp_path / "train.tf_record")
@@ -251,9 +251,9 @@ def test_sorted_micro_batches_give_the_loss_and_gradient_of_the_padded_batch(nam
   def loss_and_gradients(**kwargs):
     [batch] = datasets.record_dataset([path], layout, num_records, True, seed=0,
                                       records_per_epoch=num_records, **kwargs).take(1)
-    with tf.GradientTape() as tape:
-      loss, metrics = loop.batch_loss(model, task.loss, batch, training=False)
-    grads = tape.gradient(loss, model.trainable_variables)
+    counts = loop.update_counts(task.loss_counts, batch)
+    loss, metrics, grads = loop.accumulated_gradients(model, task.loss, batch, counts,
+                                                      training=False)
     return batch, loss, metrics, [tf.convert_to_tensor(g) for g in grads if g is not None]
 
   parts, loss, metrics, grads = loss_and_gradients(length_buckets=SEQ, group_by_length=False,

@@ -237,7 +237,8 @@ def test_lm_cross_entropy_and_accuracy_are_tensorflows_softmax_and_argmax():
     return (tf.reduce_sum(weights * xent) / denominator,
             tf.reduce_sum(weights * correct) / denominator)
 
-  ours = loss_and_accuracy(pretrainer._weighted_lm_loss, logits)
+  ours = loss_and_accuracy(
+      lambda *args: pretrainer._weighted_lm_loss(*args, tf.reduce_sum(weights)), logits)
   theirs = loss_and_accuracy(reference, logits)
   assert 0 < float(theirs[1]) < 1
   for a, b in zip(ours, theirs):

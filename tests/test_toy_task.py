@@ -16,7 +16,7 @@ from bert_tf import tasks
 from bert_tf.common.files import write_text
 from bert_tf.modeling.configs import BertConfig
 from bert_tf.modeling.task_models import build_classifier
-from bert_tf.tasks import metrics, runner, text_files
+from bert_tf.tasks import losses, metrics, runner, text_files
 from bert_tf.tasks.inputs import IDS_SIGNATURE, TextPacker, ids_signature, pack
 from bert_tf.tasks.task import Features, FineTuningTask, TaskConfig
 from bert_tf.training import distribute
@@ -62,9 +62,10 @@ class SentenceScoreTask(FineTuningTask):
   def build_model(self, bert_config: BertConfig) -> tf_keras.Model:
     return build_classifier(bert_config, 1)
 
-  def loss(self, features, outputs):
-    error = tf.cast(outputs, tf.float32)[:, 0] - features["label_ids"][:, 0]
-    return tf.reduce_mean(tf.square(error)), {}
+  def loss(self, features, outputs, counts=None):
+    labels = features["label_ids"][:, 0]
+    error = tf.cast(outputs, tf.float32)[:, 0] - labels
+    return losses.mean(tf.square(error), losses.records(counts, labels)), {}
 
   def postprocess(self, examples, features, outputs):
     return outputs["logits"][:, 0]

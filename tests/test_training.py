@@ -140,10 +140,10 @@ def test_nan_weights_under_a_finite_loss_are_not_saved(tmp_path, runs):
   def nan_gradient(x):
     return tf.identity(x), lambda dy: dy * np.nan
 
-  def nan_gradient_loss(features, outputs):
+  def nan_gradient_loss(features, outputs, counts=None):
     # The loss stays finite; the update it makes does not.
     return pretrainer.pretraining_loss(
-        features, dict(outputs, nsp_logits=nan_gradient(outputs["nsp_logits"])))
+        features, dict(outputs, nsp_logits=nan_gradient(outputs["nsp_logits"])), counts=counts)
   strategy = distribute.get_strategy("one_device")
   with pytest.raises(FloatingPointError, match="weights are not finite at global step 1"):
     loop.train(strategy, lambda: pretrainer.build_pretrainer(CONFIG, SEQ, PREDS),
@@ -151,7 +151,8 @@ def test_nan_weights_under_a_finite_loss_are_not_saved(tmp_path, runs):
                nan_gradient_loss,
                lambda ctx: datasets.pretraining_dataset(runs["records"], SEQ, PREDS, BATCH,
                                                         True, ctx),
-                   str(tmp_path), TOTAL_STEPS, steps_per_loop=1, save_checkpoints_steps=1)
+                   str(tmp_path), TOTAL_STEPS, steps_per_loop=1, save_checkpoints_steps=1,
+                   count_fn=pretrainer.pretraining_loss_counts)
   assert checkpoint_steps(tmp_path) == []
 
 
@@ -201,7 +202,8 @@ def test_a_truncated_shard_met_in_the_training_loop_is_named(tmp_path):
                  lambda: optimization.create_optimizer(1e-3, TOTAL_STEPS, 0),
                  pretrainer.pretraining_loss,
                  lambda ctx: datasets.pretraining_dataset(files, SEQ, PREDS, BATCH, True, ctx),
-                 str(tmp_path / "out"), TOTAL_STEPS, steps_per_loop=2)
+                 str(tmp_path / "out"), TOTAL_STEPS, steps_per_loop=2,
+                 count_fn=pretrainer.pretraining_loss_counts)
 
 
 @pytest.mark.slow

@@ -58,7 +58,7 @@ def train_tiny(strategy, records: str, init_prefix: str, output_dir: str, num_tr
       pretrainer.pretraining_loss, dataset_fn or seeded_dataset, output_dir, num_train_steps,
       steps_per_loop=2, save_checkpoints_steps=2,
       init_fn=lambda model: checkpoints.load_into_pretrainer(model, init_prefix),
-      jit_compile=jit_compile)
+      jit_compile=jit_compile, count_fn=pretrainer.pretraining_loss_counts)
 
 
 def checkpoint_values(prefix: str) -> dict[str, np.ndarray]:

@@ -85,7 +85,7 @@ def replay(run: runner.Runner, head: Callable[[tf_keras.Model], tf_keras.layers.
       lambda: optimization.create_optimizer(learning_rate, total_steps,
                                              int(total_steps * args.warmup_proportion)),
       task.loss, dataset_fn, args.output_dir, num_steps, steps_per_loop=1,
-      save_checkpoints_steps=num_steps, init_fn=init_fn)
+      save_checkpoints_steps=num_steps, init_fn=init_fn, count_fn=task.loss_counts)
   np.savez(path, num_steps=num_steps, total_steps=total_steps, **saved, **extra)
   return [round(float(tf.make_ndarray(value.tensor)), 5)
           for events in tf.io.gfile.glob(f"{args.output_dir}/events.out.tfevents.*")

@@ -152,7 +152,7 @@ def train_cached(row: str, task: ner.NerTask, bert_config, train: Cache, dev: Ca
                                                    int(FLAGS.warmup_proportion * steps)),
                  task.loss, lambda ctx: train.dataset(FLAGS.train_batch_size, FLAGS.seed),
                  run_dir, steps, steps_per_loop=FLAGS.iterations_per_loop,
-                 save_checkpoints_steps=10**9)
+                 save_checkpoints_steps=10**9, count_fn=task.loss_counts)
   seconds = time.time() - start
   model = built[-1]
   predict = tf.function(lambda f: task.predict_outputs(f, model(f, training=False)))

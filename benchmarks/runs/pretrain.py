@@ -238,7 +238,7 @@ def loop_sequences_per_second(strategy, model_fn, dataset_fn) -> float:
         strategy, model_fn, lambda: create_optimizer(10 * FLAGS.steps),
         pretrainer.pretraining_loss, dataset_fn, output_dir, 2 * FLAGS.steps,
         steps_per_loop=FLAGS.steps, save_checkpoints_steps=10 * FLAGS.steps,
-        jit_compile=FLAGS.jit_compile)
+        jit_compile=FLAGS.jit_compile, count_fn=pretrainer.pretraining_loss_counts)
   return results["examples_per_second"]
 
 

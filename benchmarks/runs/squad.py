@@ -109,7 +109,8 @@ def time_steps(strategy: tf.distribute.Strategy) -> None:
         lambda: optimization.create_optimizer(FLAGS.learning_rate, steps, steps // 10),
         task.loss, lambda ctx: tf.data.Dataset.from_tensors(batch).repeat(),
         f"{output_dir}/timing", steps, steps_per_loop=FLAGS.time_steps,
-        save_checkpoints_steps=steps, init_fn=run.init_fn, jit_compile=FLAGS.jit_compile)
+        save_checkpoints_steps=steps, init_fn=run.init_fn, jit_compile=FLAGS.jit_compile,
+        count_fn=task.loss_counts)
   examples_per_second = results["examples_per_second"]
   print(json.dumps({"impl": "bert_tf", "steps_timed": FLAGS.time_steps,
                     "batch_shape": batch["input_word_ids"].shape.as_list(),

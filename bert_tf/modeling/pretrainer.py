@@ -160,23 +160,42 @@ def _softmax_cross_entropy(logits, labels):
   return (xent, tf.cast(label_logit >= 0, tf.float32)), grad
 
 
-def _weighted_lm_loss(logits, labels, weights):
-  """The original's masked-LM loss: sum(w * xent) / (sum(w) + 1e-5); accuracy alike.
+def _weighted_lm_loss(logits, labels, weights, count):
+  """The original's masked-LM loss: sum(w * xent) / (count + 1e-5), count the sum of w over
+  the update (this batch's own, in the original); accuracy alike.
 
-  logits float32 [B, N, V]; labels int32 [B, N]; weights float32 [B, N].
+  logits float32 [B, N, V]; labels int32 [B, N]; weights float32 [B, N]; count float32 [].
   """
   xent, correct = _softmax_cross_entropy(logits, labels)
-  denominator = tf.reduce_sum(weights) + 1e-5
+  denominator = count + 1e-5
   return (tf.reduce_sum(weights * xent) / denominator,
           tf.reduce_sum(weights * correct) / denominator)
 
 
-def pretraining_loss(features: dict, outputs: dict, objective: str = "mlm",
-                     nsp: bool = True) -> tuple[tf.Tensor, dict]:
-  """This replica's batch loss (float32 scalar) and scalar metrics.
+def _lm_weights(features: dict, objective: str) -> tf.Tensor:
+  """float32 [B, N]: which LM targets count (masked_lm_weights; for "ltr", the non-pad next
+  tokens)."""
+  if objective == "ltr":
+    return tf.cast(features["input_mask"][:, 1:], tf.float32)
+  return tf.cast(features["masked_lm_weights"], tf.float32)
 
-  Loss = the LM loss (+ the mean next-sentence loss with `nsp`). Metrics: masked_lm_loss,
-  masked_lm_accuracy (weighted by masked_lm_weights; for "ltr", the next-token loss and
+
+def pretraining_loss_counts(features: dict, objective: str = "mlm") -> dict[str, tf.Tensor]:
+  """What the pretraining loss's terms are means over in this batch: the LM targets that
+  count, and the records (next sentence prediction's)."""
+  return {"lm targets": tf.reduce_sum(_lm_weights(features, objective)),
+          "records": tf.cast(tf.shape(features["input_word_ids"])[0], tf.float32)}
+
+
+def pretraining_loss(features: dict, outputs: dict, objective: str = "mlm", nsp: bool = True,
+                     counts: dict | None = None) -> tuple[tf.Tensor, dict]:
+  """The batch's loss (float32 scalar) and scalar metrics.
+
+  Loss = the LM loss (+ the mean next-sentence loss with `nsp`). The LM loss is the original's
+  sum(w * xent) / (sum(w) + 1e-5), w the masked_lm_weights, with sum(w) over the whole update
+  (`counts`, `pretraining_loss_counts` summed over its micro-batches and replicas; this
+  batch's own when None): the masked positions of the global batch weigh alike however it is
+  split. Metrics: masked_lm_loss, masked_lm_accuracy (for "ltr", the next-token loss and
   accuracy over non-pad targets, under the same names), and with `nsp` next_sentence_loss,
   next_sentence_accuracy.
   """
@@ -184,22 +203,23 @@ def pretraining_loss(features: dict, outputs: dict, objective: str = "mlm",
     raise ValueError(f"objective {objective!r} is not one of {OBJECTIVES}")
   if nsp != ("nsp_logits" in outputs):
     raise ValueError(f"nsp={nsp} but the model {'lacks' if nsp else 'has'} a next-sentence head")
+  counts = counts or pretraining_loss_counts(features, objective)
   logits = tf.cast(outputs["mlm_logits"], tf.float32)
   if objective == "ltr":
-    targets = restore_original_tokens(features)
-    lm_loss, lm_accuracy = _weighted_lm_loss(
-        logits[:, :-1], targets[:, 1:], tf.cast(features["input_mask"][:, 1:], tf.float32))
+    logits, labels = logits[:, :-1], restore_original_tokens(features)[:, 1:]
   else:
-    lm_loss, lm_accuracy = _weighted_lm_loss(
-        logits, features["masked_lm_ids"], tf.cast(features["masked_lm_weights"], tf.float32))
+    labels = features["masked_lm_ids"]
+  lm_loss, lm_accuracy = _weighted_lm_loss(logits, labels, _lm_weights(features, objective),
+                                           counts["lm targets"])
   metrics = dict(masked_lm_loss=lm_loss, masked_lm_accuracy=lm_accuracy)
   loss = lm_loss
   if nsp:
     nsp_logits = tf.cast(outputs["nsp_logits"], tf.float32)
     labels = tf.reshape(tf.cast(features["next_sentence_labels"], tf.int32), [-1])
-    metrics["next_sentence_loss"] = tf.reduce_mean(
-        tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=nsp_logits))
-    metrics["next_sentence_accuracy"] = tf.reduce_mean(tf.cast(
-        tf.equal(tf.argmax(nsp_logits, -1, output_type=tf.int32), labels), tf.float32))
+    metrics["next_sentence_loss"] = tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=labels, logits=nsp_logits)) / counts["records"]
+    metrics["next_sentence_accuracy"] = tf.reduce_sum(tf.cast(
+        tf.equal(tf.argmax(nsp_logits, -1, output_type=tf.int32), labels),
+        tf.float32)) / counts["records"]
     loss += metrics["next_sentence_loss"]
   return loss, metrics

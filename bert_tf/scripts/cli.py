@@ -56,7 +56,27 @@ def define_training_flags(fine_tuning: bool = True) -> None:
                       "will be written.")
   flags.DEFINE_bool("do_train", False, "Whether to run training.")
   flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.")
-  flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training.", lower_bound=1)
+  flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training: the global "
+                       "batch of one optimizer update, whatever --gradient_accumulation_steps.",
+                       lower_bound=1)
+  flags.DEFINE_integer("gradient_accumulation_steps", 1, "Take each replica's share of "
+                       "--train_batch_size in this many micro-batches, one forward and backward "
+                       "pass each, their gradients summed into one update: the memory of "
+                       "train_batch_size / (replicas x this) records, the update of the whole "
+                       "batch (losses normalised over the whole batch; the schedule, "
+                       "checkpoints and summaries count updates). It must divide the batch; "
+                       "the three numbers are logged at the start.", lower_bound=1)
+  flags.DEFINE_integer("num_accumulation_steps", None, "Not this project's: NVIDIA's name, "
+                       "where --train_batch_size is the per-GPU micro-batch. Use "
+                       "--gradient_accumulation_steps=N and --train_batch_size=<micro-batch x N "
+                       "x GPUs>.")
+  flags.register_validator(
+      "num_accumulation_steps", lambda value: value is None,
+      message="NVIDIA's --num_accumulation_steps takes --train_batch_size as the per-GPU "
+      "micro-batch; here --train_batch_size is the global batch of one update: give "
+      "--gradient_accumulation_steps=N and --train_batch_size=<micro-batch x N x GPUs> (NVIDIA's "
+      "--train_batch_size=32 --num_accumulation_steps=4 on 8 GPUs: --train_batch_size=1024 "
+      "--gradient_accumulation_steps=4)")
   flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.", lower_bound=1)
   flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save the model "
                        "checkpoint.", lower_bound=1)

@@ -49,7 +49,7 @@ from bert_tf.tasks import register
 from bert_tf.tasks import metrics as metrics_lib
 from bert_tf.tasks.glue import InputExample
 from bert_tf.tasks.inputs import IDS_SIGNATURE, TextPacker, call_by_length, ids_signature, pack
-from bert_tf.tasks.losses import softmax_loss
+from bert_tf.tasks import losses
 from bert_tf.tasks.task import Features, FineTuningTask, TaskConfig
 from bert_tf.tokenization import FullTokenizer
 from tfrecords import schema
@@ -159,12 +159,13 @@ class ClassificationTask(FineTuningTask):
   def build_model(self, bert_config: BertConfig) -> tf_keras.Model:
     return build_classifier(bert_config, 1 if self.regression else len(self.config.labels))
 
-  def loss(self, features: dict, outputs) -> tuple[tf.Tensor, dict]:
+  def loss(self, features: dict, outputs, counts=None) -> tuple[tf.Tensor, dict]:
     """Cross-entropy (and accuracy), or squared error for regression; in float32."""
     labels = features["label_ids"][:, 0]
     if self.regression:
-      return tf.reduce_mean(tf.square(tf.cast(outputs, tf.float32)[:, 0] - labels)), {}
-    return softmax_loss(labels, outputs)
+      errors = tf.square(tf.cast(outputs, tf.float32)[:, 0] - labels)
+      return losses.mean(errors, losses.records(counts, labels)), {}
+    return losses.softmax_loss(labels, outputs, counts)
 
   def predict_outputs(self, features: dict, outputs) -> dict[str, tf.Tensor]:
     return {"logits": tf.cast(outputs, tf.float32)}

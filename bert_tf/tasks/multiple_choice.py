@@ -47,7 +47,7 @@ from bert_tf.modeling.task_models import build_classifier
 from bert_tf.tasks import register
 from bert_tf.tasks import text_files
 from bert_tf.tasks.inputs import IDS_SIGNATURE, TextPacker, ids_signature, pack
-from bert_tf.tasks.losses import softmax_loss
+from bert_tf.tasks import losses
 from bert_tf.tasks.task import Features, FineTuningTask, TaskConfig
 from bert_tf.tokenization import FullTokenizer
 from tfrecords import schema
@@ -287,9 +287,9 @@ class MultipleChoiceTask(FineTuningTask):
   def build_model(self, bert_config: BertConfig) -> tf_keras.Model:
     return build_model(bert_config, self.config.num_choices)
 
-  def loss(self, features: dict, outputs) -> tuple[tf.Tensor, dict]:
+  def loss(self, features: dict, outputs, counts=None) -> tuple[tf.Tensor, dict]:
     """Cross-entropy of the softmax over the endings (and accuracy), in float32."""
-    return softmax_loss(features["label_ids"][:, 0], outputs)
+    return losses.softmax_loss(features["label_ids"][:, 0], outputs, counts)
 
   def predict_outputs(self, features: dict, outputs) -> dict[str, tf.Tensor]:
     return {"logits": tf.cast(outputs, tf.float32)}

@@ -56,6 +56,7 @@ from bert_tf.modeling.configs import BertConfig
 from bert_tf.modeling.encoder import INPUT_NAMES, build_encoder, create_variables, initializer
 from bert_tf.modeling.feature_extractor import FeatureExtractor
 from bert_tf.tasks import register
+from bert_tf.tasks import losses
 from bert_tf.tasks import text_files
 from bert_tf.tasks.task import Features, FineTuningTask, TaskConfig
 from bert_tf.tokenization import FullTokenizer
@@ -524,16 +525,20 @@ class NerTask(FineTuningTask):
           name="bert_token_classifier")
     return create_variables(model)
 
-  def loss(self, features: dict, outputs) -> tuple[tf.Tensor, dict]:
-    """Mean cross-entropy over the labelled positions (label id >= 0) of the batch, and the
-    accuracy there; in float32 whatever the model computes in."""
+  def loss_counts(self, features: dict) -> dict[str, tf.Tensor]:
+    return {"labelled tokens": tf.reduce_sum(tf.cast(features["label_ids"] >= 0, tf.float32))}
+
+  def loss(self, features: dict, outputs, counts=None) -> tuple[tf.Tensor, dict]:
+    """Mean cross-entropy over the labelled positions (label id >= 0), and the accuracy
+    there; in float32 whatever the model computes in. Over the batch's own labelled tokens,
+    or the update's (`counts`): NER's per-token loss stays exact across micro-batches."""
     logits = tf.cast(outputs["logits"], tf.float32)
     labels = features["label_ids"]
     weights = tf.cast(labels >= 0, tf.float32)
-    count = tf.reduce_sum(weights)
-    losses = tf.nn.sparse_softmax_cross_entropy_with_logits(tf.maximum(labels, 0), logits)
+    count = (counts or self.loss_counts(features))["labelled tokens"]
+    xent = tf.nn.sparse_softmax_cross_entropy_with_logits(tf.maximum(labels, 0), logits)
     hits = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=labels.dtype), labels), tf.float32)
-    return (tf.math.divide_no_nan(tf.reduce_sum(losses * weights), count),
+    return (tf.math.divide_no_nan(tf.reduce_sum(xent * weights), count),
             {"accuracy": tf.math.divide_no_nan(tf.reduce_sum(hits * weights), count)})
 
   def predict_outputs(self, features: dict, outputs) -> dict[str, tf.Tensor]:

@@ -68,7 +68,8 @@ class RunArgs:
   do_train: bool = False
   do_eval: bool = False
   do_predict: bool = False
-  train_batch_size: int = 32
+  train_batch_size: int = 32  # The global batch of one update.
+  gradient_accumulation_steps: int = 1  # Micro-batches a replica takes its batch in.
   eval_batch_size: int = 8
   predict_batch_size: int = 8
   learning_rates: tuple[float, ...] = (5e-5,)
@@ -300,6 +301,9 @@ class Runner:
             f"{task.config.kind} head would be untrained: give a fine-tuned model (a "
             "fine-tuning run's output_dir), or --do_train")
     self.length_buckets = batch_length_buckets(args, task, strategy)
+    if args.do_train:
+      loop.micro_batch_size(args.train_batch_size, strategy.num_replicas_in_sync,
+                            args.gradient_accumulation_steps)
     tf.io.gfile.makedirs(args.output_dir)
 
   def _write_model_files(self) -> None:
@@ -344,18 +348,20 @@ class Runner:
 
   def dataset(self, records: SplitRecords, batch_size: int, is_training: bool, seed=None,
               ctx=None) -> tf.data.Dataset:
-    """The split's batches. Training: random batches, each cut to its longest, as sorted
-    micro-batches where the loss is a mean over records and shapes are free (uncompiled);
-    or, with --group_by_length, batches of similar lengths (not where the loss is a mean over
-    tokens, whose weights grouping would shift toward short sequences)."""
+    """The split's batches. Training: random batches, each cut to its longest, as
+    micro-batches of its records sorted by length, each cut to its own (--gradient_
+    accumulation_steps of them, else `sorted_micro_batches`) where shapes are free
+    (uncompiled); or, with --group_by_length, batches of similar lengths (not where the loss
+    is a mean over tokens, whose weights grouping would shift toward short sequences)."""
     args, task = self.args, self.task
+    accumulation = args.gradient_accumulation_steps
     return datasets.record_dataset(
         [records.path], task.record_layout(is_training), batch_size, is_training,
         input_context=ctx, seed=seed, drop_remainder=True, length_buckets=self.length_buckets,
         records_per_epoch=records.num_features,
         group_by_length=args.group_by_length and not task.loss_per_token,
-        micro_batches=(1 if task.loss_per_token or args.jit_compile
-                       else args.sorted_micro_batches))
+        micro_batches=(1 if args.jit_compile else
+                       accumulation if accumulation > 1 else args.sorted_micro_batches))
 
   def _init_head(self) -> tuple[str, str]:
     """What --init_checkpoint gives the task's head: ("model", its task_config.json) for a
@@ -455,7 +461,8 @@ class Runner:
           lambda ctx: self.dataset(records, args.train_batch_size, True, seed, ctx),
           run_dir, num_train_steps, steps_per_loop=args.iterations_per_loop,
           save_checkpoints_steps=args.save_checkpoints_steps, init_fn=self.init_fn,
-          jit_compile=args.jit_compile)
+          jit_compile=args.jit_compile, count_fn=self.task.loss_counts,
+          micro_batches=args.gradient_accumulation_steps)
     seconds = time.time() - start
     return built[-1], {"global_step": results["global_step"], "train_seconds": seconds,
                        "examples_per_second": num_train_steps * args.train_batch_size / seconds}

@@ -39,6 +39,7 @@ from bert_tf.modeling.configs import BertConfig
 from bert_tf.modeling.encoder import build_encoder, create_variables, initializer
 from bert_tf.tasks import squad_eval
 from bert_tf.tasks import register
+from bert_tf.tasks import losses
 from bert_tf.tasks import text_files
 from bert_tf.tasks.task import Features, FineTuningTask, TaskConfig
 from bert_tf.tokenization import FullTokenizer, split_words
@@ -551,17 +552,18 @@ class SquadTask(FineTuningTask):
         build_encoder(bert_config), initializer=initializer(bert_config),
         name="bert_span_labeler"))
 
-  def loss(self, features: dict, outputs) -> tuple[tf.Tensor, dict]:
-    """The original's: (start loss + end loss) / 2, each the batch mean of the softmax
-    cross-entropy of the true position; in float32 whatever the model computes in."""
+  def loss(self, features: dict, outputs, counts=None) -> tuple[tf.Tensor, dict]:
+    """The original's: (start loss + end loss) / 2, each the mean over the records of the
+    softmax cross-entropy of the true position; in float32 whatever the model computes in."""
     loss, metrics = 0.0, {}
     for name, logits in zip(("start", "end"), outputs):
       logits = tf.cast(logits, tf.float32)
       positions = tf.reshape(features[f"{name}_positions"], [-1])
-      loss += tf.reduce_mean(
-          tf.nn.sparse_softmax_cross_entropy_with_logits(positions, logits)) / 2
+      count = losses.records(counts, positions)
+      loss += losses.mean(
+          tf.nn.sparse_softmax_cross_entropy_with_logits(positions, logits), count) / 2
       hits = tf.equal(tf.argmax(logits, -1, output_type=positions.dtype), positions)
-      metrics[f"{name}_accuracy"] = tf.reduce_mean(tf.cast(hits, tf.float32))
+      metrics[f"{name}_accuracy"] = losses.mean(hits, count)
     return loss, metrics
 
   def predict_outputs(self, features: dict, outputs) -> dict[str, tf.Tensor]:

@@ -40,6 +40,7 @@ from bert_tf.common.errors import DataError
 from bert_tf.common.files import write_text
 from bert_tf.modeling.configs import BertConfig, check_known_keys
 from bert_tf.tokenization import FullTokenizer
+from bert_tf.training import loop
 from tfrecords import schema
 
 MODES = ("train", "eval", "predict")
@@ -102,10 +103,10 @@ class FineTuningTask(abc.ABC):
   # position, as the original's): such a task trains on batches padded to max_seq_length,
   # since length buckets would change its loss.
   loss_reads_padding: ClassVar[bool] = False
-  # Whether the loss is a mean over tokens (NER's): batches sorted by length would weigh the
+  # Whether the loss is a mean over tokens (NER's): batches grouped by length would weigh the
   # tokens of short sequences more than random batches do (a batch of short sentences holds
-  # few tokens, yet counts as a whole step), so such a task trains on random batches, each
-  # only cut to its own length.
+  # few tokens, yet counts as a whole step), so such a task is never grouped (its random
+  # batches' micro-batches are exact: `loss_counts`).
   loss_per_token: ClassVar[bool] = False
   # What the task's examples and labels are called in its messages.
   example_noun: ClassVar[str] = "examples"
@@ -196,9 +197,17 @@ class FineTuningTask(abc.ABC):
   def build_model(self, bert_config: BertConfig) -> tf_keras.Model:
     """The encoder (as `model.encoder`) with the task's head, variables created."""
 
+  def loss_counts(self, features: dict) -> dict[str, tf.Tensor]:
+    """What each term of the loss is a mean over in this batch, from its labels alone:
+    {term: float32 count}. The records, unless the task says otherwise (NER: its labelled
+    tokens). The training loop sums them over an update's micro-batches and replicas."""
+    return loop.count_records(features)
+
   @abc.abstractmethod
-  def loss(self, features: dict, outputs) -> tuple[tf.Tensor, dict]:
-    """(replica-batch mean loss, {name: scalar metric}) of a training batch."""
+  def loss(self, features: dict, outputs, counts: dict | None = None) -> tuple[tf.Tensor, dict]:
+    """(loss, {name: scalar metric}) of a training batch: each term's sum over the batch
+    divided by counts[term] (`loss_counts` of the whole update, so its micro-batches add up
+    to its loss; this batch's own when None), in float32."""
 
   def predict_outputs(self, features: dict, outputs) -> dict[str, tf.Tensor]:
     """What post-processing needs of each feature of a batch: {name: [batch, ...]}, the same

@@ -3,10 +3,18 @@
     train(strategy, model_fn, optimizer_fn, loss_fn, dataset_fn, output_dir, num_train_steps)
 
 Each call of a `tf.function` runs `steps_per_loop` steps (`strategy.run` in a `tf.range` loop:
-what keeps TPUs fed). Each replica's loss is divided by the number of replicas, so the summed
-gradient is that of the global batch. Batches come from
+what keeps TPUs fed). A step is one optimizer update on one global batch. Batches come from
 `distribute.distribute_datasets_from_function(strategy, dataset_fn)` with fixed shapes, so XLA
 and TPUs compile one program.
+
+Gradient accumulation: a replica may take its batch in several micro-batches, one forward and
+backward pass each, their gradients summed into one update (one all-reduce, one optimizer
+step): the dataset gives a tuple of micro-batches (fine-tuning's, each cut to its own
+longest), or the step splits a batch into `micro_batches` equal parts. The update is the
+one-big-batch update, not an average of micro-batch means: every loss is a sum of terms, each
+a mean over something the labels count (`count_fn`: records, masked positions, labelled
+tokens), and each term is divided by its count over the whole update (all micro-batches, all
+replicas: one all-reduce of a few scalars per update) before the gradients are taken.
 
 Checkpoints `ckpt-<global step>` go to output_dir every `save_checkpoints_steps`. A run started
 on an output_dir that holds one resumes from the latest: model, optimizer state (so the
@@ -40,8 +48,13 @@ from bert_tf.training import distribute
 # --mixed_precision values -> Keras policies.
 PRECISIONS = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 
-# loss_fn(features, outputs) -> (replica-batch scalar loss, {name: replica-batch scalar}).
-LossFn = Callable[[dict, object], tuple[tf.Tensor, dict]]
+# count_fn(features) -> {term: float32 scalar}: what each term of the loss is a mean over in
+# this batch (its records, masked positions...), from the labels alone.
+CountFn = Callable[[dict], dict]
+# loss_fn(features, outputs, counts=None) -> (loss, {name: metric}): each term's sum over the
+# batch divided by counts[term] (this batch's own count_fn when None), so that over the
+# micro-batches and replicas of an update, given the update's counts, they add up to its loss.
+LossFn = Callable[..., tuple[tf.Tensor, dict]]
 DatasetFn = Callable[[tf.distribute.InputContext], tf.data.Dataset]
 
 
@@ -158,23 +171,29 @@ def batch_size(features: dict | tuple[dict, ...]) -> tf.Tensor:
   return tf.add_n([tf.shape(tf.nest.flatten(part)[0])[0] for part in parts])
 
 
-def batch_loss(model: tf_keras.Model, loss_fn: LossFn, features: dict | tuple[dict, ...],
-               training: bool) -> tuple[tf.Tensor, dict]:
-  """loss_fn over the model's outputs for a batch, or for one given as micro-batches (a tuple
-  of dicts: `datasets.sorted_micro_batches`, its records sorted by length and each part cut
-  to its own longest): each micro-batch's loss and metrics weighted by its share of the
-  records, so a loss that is a mean over records (and its gradient) is the whole batch's."""
-  if not isinstance(features, tuple):
-    return loss_fn(features, without_autograph(model)(features, training=training))
-  total = tf.cast(batch_size(features), tf.float32)
-  loss, metrics = 0.0, {}
-  for part in features:
-    share = tf.cast(batch_size(part), tf.float32) / total
-    part_loss, part_metrics = loss_fn(part, without_autograph(model)(part, training=training))
-    loss += share * tf.cast(part_loss, tf.float32)
-    for name, value in part_metrics.items():
-      metrics[name] = metrics.get(name, 0.0) + share * tf.cast(value, tf.float32)
-  return loss, metrics
+def count_records(features: dict) -> dict[str, tf.Tensor]:
+  """The count_fn of a loss that is a mean over records (most tasks')."""
+  return {"records": tf.cast(batch_size(features), tf.float32)}
+
+
+def micro_batch_size(train_batch_size: int, num_replicas: int,
+                     gradient_accumulation_steps: int) -> int:
+  """The records of one forward and backward pass: the global batch of one update taken by
+  each replica in gradient_accumulation_steps micro-batches; ValueError, naming the numbers,
+  when they do not divide it."""
+  if gradient_accumulation_steps < 1:
+    raise ValueError(f"--gradient_accumulation_steps={gradient_accumulation_steps}: need at "
+                     "least 1")
+  parts = num_replicas * gradient_accumulation_steps
+  if train_batch_size % parts:
+    raise ValueError(
+        f"--train_batch_size={train_batch_size} (the global batch of one update) does not "
+        f"divide into {num_replicas} replica(s) x --gradient_accumulation_steps="
+        f"{gradient_accumulation_steps} micro-batches: give a multiple of {parts}")
+  micro = train_batch_size // parts
+  logging.info("train_batch_size %d per update = %d replica(s) x %d micro-batch(es) x %d "
+               "records", train_batch_size, num_replicas, gradient_accumulation_steps, micro)
+  return micro
 
 
 def without_autograph(fn: Callable) -> Callable:
@@ -186,16 +205,23 @@ def without_autograph(fn: Callable) -> Callable:
   return tf.autograph.experimental.do_not_convert(fn)
 
 
-def _metric_names(strategy: tf.distribute.Strategy, fn, dataset_fn: DatasetFn) -> list[str]:
-  """The names of the metrics `fn` (a tf.function: features -> (loss, {name: metric}, ...))
-  returns, from its trace on a replica's batch, in a replica context: the trace that the
-  loop calling fn under `strategy.run` then reuses (same function, signature and context),
-  so learning the names costs no trace of its own (~0.7 s on MiniLM)."""
+def _metric_names(strategy: tf.distribute.Strategy, fn, dataset_fn: DatasetFn,
+                  count_fn: CountFn | None = None) -> list[str]:
+  """The names of the metrics `fn` (a tf.function: features (, counts) -> (loss,
+  {name: metric}, ...)) returns, from its trace on a replica's batch (and the update's counts
+  when count_fn is given), in a replica context: the trace that the loop calling fn under
+  `strategy.run` then reuses (same function, signature and context), so learning the names
+  costs no trace of its own (~0.7 s on MiniLM)."""
   context = tf.distribute.InputContext(num_replicas_in_sync=strategy.num_replicas_in_sync)
   spec = dataset_fn(context).element_spec
+  args = [spec]
+  if count_fn is not None:
+    terms = tf.function(lambda features: update_counts(count_fn, features),
+                        autograph=False).get_concrete_function(spec).structured_outputs
+    args.append({term: tf.TensorSpec([], tf.float32) for term in terms})
   names = []
   strategy.run(lambda: names.append(
-      sorted(fn.get_concrete_function(spec).structured_outputs[1])))
+      sorted(fn.get_concrete_function(*args).structured_outputs[1])))
   return names[0]
 
 
@@ -217,42 +243,131 @@ def _create_slots(optimizer, variables) -> None:
   optimizer._create_all_weights(variables)  # pylint: disable=protected-access
 
 
+def update_counts(count_fn: CountFn, features: dict | tuple[dict, ...]) -> dict[str, tf.Tensor]:
+  """count_fn over a batch, or summed over the micro-batches of one (a tuple of dicts)."""
+  counts = {}
+  for part in (features if isinstance(features, tuple) else (features,)):
+    for term, count in count_fn(part).items():
+      counts[term] = counts.get(term, 0.0) + tf.cast(count, tf.float32)
+  return counts
+
+
+def accumulated_gradients(model: tf_keras.Model, loss_fn: LossFn,
+                          features: dict | tuple[dict, ...], counts: dict,
+                          micro_batches: int = 1, training: bool = True,
+                          scale: Callable[[tf.Tensor], tf.Tensor] | None = None):
+  """The loss, metrics and gradients (of model.trainable_variables; None where the loss does
+  not reach) of a batch taken in micro-batches, one forward and backward pass each, the
+  activations of one alive at a time: a tuple of dicts as they are given (unrolled), or a dict
+  split into `micro_batches` equal parts (a `tf.while_loop`). `counts`: the whole update's
+  (`update_counts`, all-reduced over replicas), so the parts' losses, metrics and gradients add
+  up to the update's. `scale`: applied to each part's loss before its gradient (loss scaling).
+  """
+  scale = scale or (lambda loss: loss)
+
+  def part_gradients(part):
+    with tf.GradientTape() as tape:
+      loss, metrics = loss_fn(part, without_autograph(model)(part, training=training),
+                              counts=counts)
+      loss = tf.cast(loss, tf.float32)
+      metrics = {name: tf.cast(value, tf.float32) for name, value in metrics.items()}
+      scaled = scale(loss)
+    return loss, metrics, tape.gradient(scaled, model.trainable_variables)
+
+  if isinstance(features, dict) and micro_batches > 1:
+    return _while_accumulating(part_gradients, features, micro_batches)
+  parts = features if isinstance(features, tuple) else (features,)
+  loss, metrics, grads = part_gradients(parts[0])
+  for part in parts[1:]:
+    # The next part starts once the last one's gradients exist, so its activations are freed
+    # first: memory of one micro-batch, not of the batch.
+    with tf.control_dependencies(tf.nest.flatten(grads, expand_composites=True)):
+      part = tf.nest.map_structure(tf.identity, part)
+    part_loss, part_metrics, part_grads = part_gradients(part)
+    loss += part_loss
+    metrics = {name: value + part_metrics[name] for name, value in metrics.items()}
+    grads = [_add_gradients(a, b) for a, b in zip(grads, part_grads)]
+  return loss, metrics, grads
+
+
+def _while_accumulating(part_gradients, features: dict, micro_batches: int):
+  """accumulated_gradients over a batch of fixed size split into micro_batches equal parts, in
+  a tf.while_loop (one traced pass, whatever their number). The embedding's sparse gradient
+  is summed densely: a loop carries fixed shapes."""
+  rows = tf.nest.flatten(features)[0].shape[0]
+  split = {name: tf.reshape(value, tf.concat([[micro_batches, rows // micro_batches],
+                                               tf.shape(value)[1:]], 0))
+           for name, value in features.items()}
+  loss, metrics, grads = part_gradients({name: value[0] for name, value in split.items()})
+  reached = [i for i, g in enumerate(grads) if g is not None]
+  dense = lambda gradients: [tf.convert_to_tensor(gradients[i]) for i in reached]
+
+  def body(i, loss, metrics, summed):
+    part_loss, part_metrics, part_grads = part_gradients(
+        {name: value[i] for name, value in split.items()})
+    return (i + 1, loss + part_loss,
+            {name: value + part_metrics[name] for name, value in metrics.items()},
+            [a + b for a, b in zip(summed, dense(part_grads))])
+
+  _, loss, metrics, summed = tf.while_loop(
+      lambda i, *_: i < micro_batches, body, (tf.constant(1), loss, metrics, dense(grads)))
+  grads = [None] * len(grads)
+  for i, g in zip(reached, summed):
+    grads[i] = g
+  return loss, metrics, grads
+
+
+def _add_gradients(a, b):
+  """The sum of two gradients of one variable; sparse ones (an embedding's rows) stay sparse."""
+  if a is None or b is None:
+    return a if b is None else b
+  if isinstance(a, tf.IndexedSlices) and isinstance(b, tf.IndexedSlices):
+    return tf.IndexedSlices(tf.concat([a.values, b.values], 0),
+                            tf.concat([a.indices, b.indices], 0), a.dense_shape)
+  return tf.convert_to_tensor(a) + tf.convert_to_tensor(b)
+
+
 class _TrainStep:
-  """The per-replica step: forward and backward (XLA-compiled with jit_compile), then the
-  update and the metrics. Traced without AutoGraph, like the models (`without_autograph`):
-  every branch in it tests a static value, and converting the optimizer's and the loss's
-  code costs a start-up ~0.5 s."""
+  """The per-replica step of one update: the update's counts (all-reduced), the forward and
+  backward passes of its micro-batches (XLA-compiled with jit_compile), then the one update
+  and the metrics. Traced without AutoGraph, like the models (`without_autograph`): every
+  branch in it tests a static value, and converting the optimizer's and the loss's code costs
+  a start-up ~0.5 s."""
 
   def __init__(self, strategy: tf.distribute.Strategy, model, optimizer, loss_fn: LossFn,
-               dataset_fn: DatasetFn, jit_compile: bool):
-    self.model, self.optimizer, self.loss_fn = model, optimizer, loss_fn
+               count_fn: CountFn, dataset_fn: DatasetFn, jit_compile: bool,
+               micro_batches: int):
+    self.model, self.optimizer = model, optimizer
+    self.loss_fn, self.count_fn, self.micro_batches = loss_fn, count_fn, micro_batches
     self.num_replicas = strategy.num_replicas_in_sync
     self.loss_scaling = isinstance(optimizer, tf_keras.mixed_precision.LossScaleOptimizer)
     self.gradients = tf.function(self._gradients, jit_compile=jit_compile, autograph=False)
     with strategy.scope():
-      self.metrics = _Metrics(_metric_names(strategy, self.gradients, dataset_fn))
+      self.metrics = _Metrics(_metric_names(strategy, self.gradients, dataset_fn, count_fn))
 
-  def _gradients(self, features):
-    with tf.GradientTape() as tape:
-      loss, step_metrics = batch_loss(self.model, self.loss_fn, features, training=True)
-      loss = tf.cast(loss, tf.float32)
-      # Replicas' gradients are summed: dividing here makes the sum the global-batch mean.
-      scaled_loss = loss / self.num_replicas
-      if self.loss_scaling:
-        scaled_loss = self.optimizer.get_scaled_loss(scaled_loss)
-    grads = tape.gradient(scaled_loss, self.model.trainable_variables)
+  def _gradients(self, features, counts):
+    loss, step_metrics, grads = accumulated_gradients(
+        self.model, self.loss_fn, features, counts, self.micro_batches,
+        scale=self.optimizer.get_scaled_loss if self.loss_scaling else None)
     if self.loss_scaling:
+      # Once per update, on the summed gradients: a micro-batch that overflowed makes them
+      # non-finite, and the optimizer then skips the whole update and lowers the scale.
       grads = self.optimizer.get_unscaled_gradients(grads)
     return loss, step_metrics, grads
 
   def __call__(self, features):
-    loss, step_metrics, grads = self.gradients(features)
-    # Outside the XLA cluster: the all-reduce and update must not be compiled into it. Weights
-    # the loss does not reach (the pooler under a span or token head) have no gradient: left
-    # out, rather than warned about at every trace.
+    # Outside the XLA cluster, as the gradients' all-reduce: the whole update's counts.
+    counts = tf.distribute.get_replica_context().all_reduce(
+        tf.distribute.ReduceOp.SUM, update_counts(self.count_fn, features))
+    loss, step_metrics, grads = self.gradients(features, counts)
+    # The gradients' all-reduce sums the replicas' parts of the update. Weights the loss does
+    # not reach (the pooler under a span or token head) have no gradient: left out, rather
+    # than warned about at every trace.
     self.optimizer.apply_gradients(
         (g, v) for g, v in zip(grads, self.model.trainable_variables) if g is not None)
-    self.metrics.update(features, loss, step_metrics)
+    # Each replica's loss is its part of the update's: times the replicas, their mean is it.
+    self.metrics.update(features, loss * self.num_replicas,
+                        {name: value * self.num_replicas for name, value in step_metrics.items()})
 
 
 def _loop_fn(strategy: tf.distribute.Strategy, step_fn) -> Callable:
@@ -359,7 +474,9 @@ def train(strategy: tf.distribute.Strategy,
           save_checkpoints_steps: int = 1000,
           keep_checkpoint_max: int = 5,
           init_fn: Callable[[tf_keras.Model], None] | None = None,
-          jit_compile: bool = False) -> dict[str, float]:
+          jit_compile: bool = False,
+          count_fn: CountFn = count_records,
+          micro_batches: int = 1) -> dict[str, float]:
   """Trains until the global step reaches num_train_steps (resuming from output_dir).
 
   Args:
@@ -367,8 +484,10 @@ def train(strategy: tf.distribute.Strategy,
     model_fn: builds the model, variables created (called in strategy.scope()).
     optimizer_fn: builds the optimizer (in strategy.scope()), a tf_keras legacy one as
       `optimization.create_optimizer` returns; its `iterations` is the step.
-    loss_fn: (features, model outputs) -> (replica-batch mean loss, {name: scalar metric}).
-    dataset_fn: InputContext -> dataset of per-replica batches of fixed shape, repeating.
+    loss_fn: (features, model outputs, counts) -> (loss, {name: scalar metric}), each term
+      of the loss its sum over the batch divided by counts[term] (see `LossFn`).
+    dataset_fn: InputContext -> dataset of per-replica batches of fixed shape, repeating; or
+      of tuples of micro-batches (fine-tuning's, each cut to its longest).
     output_dir: checkpoints and TensorBoard summaries.
     num_train_steps: the global step to stop at (the schedule's length is the optimizer's).
     steps_per_loop: steps per tf.function call, between summaries and progress lines.
@@ -377,6 +496,10 @@ def train(strategy: tf.distribute.Strategy,
     init_fn: called with the model when output_dir holds no checkpoint (e.g. to load
       --init_checkpoint).
     jit_compile: compile the forward and backward pass with XLA.
+    count_fn: features -> {term: what it is a mean over}; by default the records.
+    micro_batches: a replica's batch (a dict) is taken in this many equal micro-batches,
+      their gradients summed into its update (gradient accumulation; see
+      `micro_batch_size`). A tuple of micro-batches from the dataset is taken as it comes.
 
   Returns:
     The last loop's mean loss and metrics, learning_rate, examples_per_second (the first
@@ -400,7 +523,8 @@ def train(strategy: tf.distribute.Strategy,
   if step:
     logging.info("resuming at global step %d; skipping the input consumed so far", step)
 
-  step_fn = _TrainStep(strategy, model, optimizer, loss_fn, dataset_fn, jit_compile)
+  step_fn = _TrainStep(strategy, model, optimizer, loss_fn, count_fn, dataset_fn, jit_compile,
+                       micro_batches)
   metrics = step_fn.metrics
   iterator = iter(distribute.distribute_datasets_from_function(
       strategy, _skip_consumed(dataset_fn, step)))

@@ -43,7 +43,8 @@ class PretrainArgs:
   max_predictions_per_seq: int = 20
   do_train: bool = False
   do_eval: bool = False
-  train_batch_size: int = 32
+  train_batch_size: int = 32  # The global batch of one update.
+  gradient_accumulation_steps: int = 1  # Micro-batches a replica takes its batch in.
   eval_batch_size: int = 8
   learning_rate: float = 5e-5
   num_train_steps: int = 100000
@@ -135,6 +136,8 @@ class _Pretraining:
     self.files = files
     self.loss_fn = functools.partial(pretrainer.pretraining_loss, objective=args.objective,
                                      nsp=args.nsp)
+    self.count_fn = functools.partial(pretrainer.pretraining_loss_counts,
+                                      objective=args.objective)
     self.masker = (DynamicMasker(args.masking_rules(), args.vocab_file, config.vocab_size)
                    if args.dynamic_masking else None)
 
@@ -172,7 +175,8 @@ class _Pretraining:
     loop.train(self.strategy, self.model_fn, optimizer_fn, self.loss_fn, dataset_fn,
                args.output_dir, args.num_train_steps, steps_per_loop=args.iterations_per_loop,
                save_checkpoints_steps=args.save_checkpoints_steps, init_fn=self.init_fn(),
-               jit_compile=args.jit_compile)
+               jit_compile=args.jit_compile, count_fn=self.count_fn,
+               micro_batches=args.gradient_accumulation_steps)
 
   def evaluate(self) -> dict:
     args = self.args
@@ -236,6 +240,9 @@ def pretrain(args: PretrainArgs, strategy: tf.distribute.Strategy) -> dict:
   if args.dynamic_masking and not args.vocab_file:
     raise ValueError("--dynamic_masking needs --vocab_file (the [MASK] id, the special tokens "
                      "and the word pieces)")
+  if args.do_train:
+    loop.micro_batch_size(args.train_batch_size, strategy.num_replicas_in_sync,
+                          args.gradient_accumulation_steps)
   config = checkpoints.config_from_file(args.bert_config_file)
   files = datasets.list_files(args.input_file)
   # After the strategy: multi-worker setup must come first. Keras's seed too: it seeds the
