@@ -9,7 +9,9 @@ Kind: a run of our product (benchmarks/runs/). Its peer at the same shape:
   TF_CPP_MIN_LOG_LEVEL=2 PYTHONPATH=. .venv/bin/python benchmarks/runs/train_step.py --steps=20
 
 Runs 2 x --steps steps: the first loop traces and warms up, the second is timed. Prints one JSON
-line: ms per step and examples/s.
+line: ms per step, examples/s, and the process's peak resident memory (VmHWM). With
+--gradient_accumulation_steps=N the batch is taken in N micro-batches (`runs/accumulation.py`
+compares that with a plain batch of the micro-batch's size).
 """
 import json
 import tempfile
@@ -32,6 +34,14 @@ flags.DEFINE_integer("steps", 20, "Timed steps (as many again run first, untimed
 flags.DEFINE_integer("train_batch_size", 32, "Batch size.")
 flags.DEFINE_integer("max_seq_length", 128, "Sequence length (every position real).")
 flags.DEFINE_bool("jit_compile", False, "Compile the forward and backward pass with XLA.")
+flags.DEFINE_integer("gradient_accumulation_steps", 1, "Micro-batches per update.")
+
+
+def peak_rss_mib() -> float:
+  """This process's peak resident memory so far (Linux's VmHWM), in MiB."""
+  with open("/proc/self/status") as f:
+    line = next(line for line in f if line.startswith("VmHWM:"))
+  return int(line.split()[1]) / 1024
 
 
 def main(argv):
@@ -51,11 +61,15 @@ def main(argv):
         task.loss,
         lambda ctx: tf.data.Dataset.from_tensors(batch).repeat(), output_dir, steps,
         steps_per_loop=FLAGS.steps, save_checkpoints_steps=steps,
-        jit_compile=FLAGS.jit_compile)
+        jit_compile=FLAGS.jit_compile, count_fn=task.loss_counts,
+        micro_batches=FLAGS.gradient_accumulation_steps)
   examples_per_second = results["examples_per_second"]
   print(json.dumps({"impl": "bert_tf", "steps_timed": FLAGS.steps,
                     "ms_per_step": round(1000 * FLAGS.train_batch_size / examples_per_second, 1),
-                    "examples_per_s": round(examples_per_second, 2)}))
+                    "examples_per_s": round(examples_per_second, 2),
+                    "train_batch_size": FLAGS.train_batch_size,
+                    "gradient_accumulation_steps": FLAGS.gradient_accumulation_steps,
+                    "peak_rss_mib": round(peak_rss_mib(), 1)}))
 
 
 if __name__ == "__main__":
