@@ -20,19 +20,20 @@ CONFIG = configs.BertConfig(vocab_size=VOCAB_SIZE, hidden_size=32, num_hidden_la
 
 
 def write_pretraining_records(path: str, num_records: int, seed: int = 0,
-                              seq: int = SEQ, nan_from: int | None = None) -> str:
+                              seq: int = SEQ, nan_from: int | None = None,
+                              preds: int = PREDS) -> str:
   """Random pretraining records (all PREDS predictions real); from record `nan_from` on, the
   masked_lm_weights are NaN (a poisoned batch)."""
   rng = np.random.default_rng(seed)
   rows = []
   for i in range(num_records):
-    weights = np.full(PREDS, np.nan if nan_from is not None and i >= nan_from else 1.0)
+    weights = np.full(preds, np.nan if nan_from is not None and i >= nan_from else 1.0)
     rows.append(dict(input_ids=rng.integers(1, VOCAB_SIZE, seq), input_mask=np.ones(seq),
                      segment_ids=np.repeat([0, 1], seq // 2),
-                     masked_lm_positions=rng.choice(np.arange(1, seq), PREDS, replace=False),
-                     masked_lm_ids=rng.integers(1, VOCAB_SIZE, PREDS), masked_lm_weights=weights,
+                     masked_lm_positions=rng.choice(np.arange(1, seq), preds, replace=False),
+                     masked_lm_ids=rng.integers(1, VOCAB_SIZE, preds), masked_lm_weights=weights,
                      next_sentence_labels=[rng.integers(0, 2)]))
-  writer.write_records(path, schema.pretraining_features(seq, PREDS), rows)
+  writer.write_records(path, schema.pretraining_features(seq, preds), rows)
   return path
 
 

@@ -3,7 +3,8 @@
 The original's flags, same names and meanings, plus: --distribution_strategy,
 --mixed_precision, --jit_compile, --optimizer, --objective, --nsp, --seed, and
 --dynamic_masking (with --vocab_file and create_pretraining_data's masking flags) for records
-made with create_pretraining_data --dynamic_masking. For example:
+made with create_pretraining_data --dynamic_masking, and --continue_from (the paper's phase 2
+going on from phase 1's optimizer state and step). For example:
 
   run_pretraining --bert_config_file=bert_config.json --input_file='data/*.tfrecord' \
       --output_dir=/tmp/pretraining --do_train --do_eval --num_train_steps=20 \
@@ -29,6 +30,14 @@ flags.DEFINE_integer("max_predictions_per_seq", 20,
 flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate for Adam.")
 flags.DEFINE_integer("num_train_steps", 100000, "Number of training steps.", lower_bound=1)
 flags.DEFINE_integer("num_warmup_steps", 10000, "Number of warmup steps.", lower_bound=0)
+flags.DEFINE_string("continue_from", None,
+                    "Phase 2 of the paper's two: a run_pretraining --output_dir (its latest "
+                    "checkpoint) or one of its ckpt-N to go on from, in a new --output_dir: "
+                    "the model, optimizer state and global step, on this run's records (e.g. "
+                    "--max_seq_length=512 --max_predictions_per_seq=80). --learning_rate, "
+                    "--num_warmup_steps and --optimizer must be that run's; "
+                    "--num_train_steps is the total. For weights only and a schedule of its "
+                    "own, give it as --init_checkpoint instead.")
 flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of eval steps.", lower_bound=1)
 flags.DEFINE_enum("optimizer", "adamw", list(optimization.OPTIMIZERS),
                   "adamw (the paper's) or lamb (for large batches).")

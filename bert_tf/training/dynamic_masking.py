@@ -17,7 +17,7 @@ words, not tokens, and can overrun max_predictions_per_seq.
 
 Randomness is TensorFlow's stateful RNG under the global seed, applied in one sequential map
 after batching: the same seed draws the same masks in the same order, so a resumed run (which
-skips the batches it has consumed, `training._skip_consumed`) sees the masks an uninterrupted
+skips the batches it has consumed, `loop._skip_consumed`) sees the masks an uninterrupted
 run would have seen; every epoch draws new ones.
 """
 import numpy as np

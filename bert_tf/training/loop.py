@@ -19,7 +19,9 @@ replicas: one all-reduce of a few scalars per update) before the gradients are t
 Checkpoints `ckpt-<global step>` go to output_dir every `save_checkpoints_steps`. A run started
 on an output_dir that holds one resumes from the latest: model, optimizer state (so the
 learning-rate schedule), global step, and the input position (each input pipeline skips the
-batches it had consumed; the same batches again when `dataset_fn` is seeded).
+batches it had consumed; the same batches again when `dataset_fn` is seeded). A run given
+`continue_from` (another run's checkpoint, pretraining's phase 1) starts from all of that but
+the input: its own, from the start.
 
 The settings that define a run (`check_run_settings`) are kept beside its checkpoints as
 run_settings.json: a re-run with other settings is refused instead of resuming (or, if
@@ -225,13 +227,14 @@ def _metric_names(strategy: tf.distribute.Strategy, fn, dataset_fn: DatasetFn,
   return names[0]
 
 
-def _skip_consumed(dataset_fn: DatasetFn, global_step: int) -> DatasetFn:
-  """dataset_fn, each pipeline skipping the batches it gave for the first global_step steps."""
+def _skip_consumed(dataset_fn: DatasetFn, steps: int) -> DatasetFn:
+  """dataset_fn, each pipeline skipping the batches it gave in the first `steps` steps that
+  read it (the global step, less the step this output_dir's input began at)."""
   def fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
     dataset = dataset_fn(ctx)
-    if global_step:
+    if steps:
       # Each pipeline feeds num_replicas / num_pipelines replicas one batch per step.
-      dataset = dataset.skip(global_step * ctx.num_replicas_in_sync // ctx.num_input_pipelines)
+      dataset = dataset.skip(steps * ctx.num_replicas_in_sync // ctx.num_input_pipelines)
     return dataset
   return fn
 
@@ -392,9 +395,11 @@ def checkpoint(model: tf_keras.Model, global_step: tf.Variable, **items) -> tf.t
 
 
 def _restore(checkpoint: tf.train.Checkpoint, output_dir: str, model: tf_keras.Model,
-             init_fn: Callable | None) -> None:
+             init_fn: Callable | None, continue_from: str | None = None) -> None:
   """Restores the newest checkpoint in output_dir that reads, saying which damaged ones it
-  skipped (a crash or a full disk during a save); with none there, calls init_fn(model)."""
+  skipped (a crash or a full disk during a save); with none there, restores continue_from
+  whole (another run's checkpoint: model, optimizer state, global step), else calls
+  init_fn(model)."""
   state = tf.train.get_checkpoint_state(output_dir)
   saved = list(reversed(state.all_model_checkpoint_paths)) if state else []
   damaged = []
@@ -412,7 +417,10 @@ def _restore(checkpoint: tf.train.Checkpoint, output_dir: str, model: tf_keras.M
     raise checkpoints.CorruptCheckpointError(
         f"no checkpoint in {output_dir} reads ({', '.join(damaged)} are damaged): remove them "
         "to train afresh")
-  if init_fn is not None:
+  if continue_from:
+    checkpoints.read_checkpoint(checkpoint, continue_from)
+    logging.info("continuing from %s", continue_from)
+  elif init_fn is not None:
     init_fn(model)
 
 
@@ -476,7 +484,9 @@ def train(strategy: tf.distribute.Strategy,
           init_fn: Callable[[tf_keras.Model], None] | None = None,
           jit_compile: bool = False,
           count_fn: CountFn = count_records,
-          micro_batches: int = 1) -> dict[str, float]:
+          micro_batches: int = 1,
+          continue_from: str | None = None,
+          input_start_step: int = 0) -> dict[str, float]:
   """Trains until the global step reaches num_train_steps (resuming from output_dir).
 
   Args:
@@ -500,6 +510,12 @@ def train(strategy: tf.distribute.Strategy,
     micro_batches: a replica's batch (a dict) is taken in this many equal micro-batches,
       their gradients summed into its update (gradient accumulation; see
       `micro_batch_size`). A tuple of micro-batches from the dataset is taken as it comes.
+    continue_from: a checkpoint of another run of this loop (pretraining's phase 1), restored
+      whole when output_dir holds no checkpoint: the model, the optimizer's state and the
+      global step, so the schedule goes on where that run stopped (init_fn is not called).
+    input_start_step: the global step at which output_dir's input began (continue_from's
+      step): a resumed run skips the batches of its own input that it consumed, not those
+      the other run consumed of its input.
 
   Returns:
     The last loop's mean loss and metrics, learning_rate, examples_per_second (the first
@@ -514,20 +530,22 @@ def train(strategy: tf.distribute.Strategy,
     optimizer = optimizer_fn()
     _create_slots(optimizer, model.trainable_variables)
     state = checkpoint(model, optimizer.iterations, optimizer=optimizer)
-  _restore(state, output_dir, model, init_fn)
+  _restore(state, output_dir, model, init_fn, continue_from)
   saver = _Saver(strategy, state, output_dir, keep_checkpoint_max)
   step = int(optimizer.iterations.numpy())
   if step >= num_train_steps:
     logging.info("global step %d: already trained to %d steps", step, num_train_steps)
     return {"global_step": step}
-  if step:
+  if step < input_start_step:
+    raise ValueError(f"global step {step} is before input_start_step {input_start_step}")
+  if step > input_start_step:
     logging.info("resuming at global step %d; skipping the input consumed so far", step)
 
   step_fn = _TrainStep(strategy, model, optimizer, loss_fn, count_fn, dataset_fn, jit_compile,
                        micro_batches)
   metrics = step_fn.metrics
   iterator = iter(distribute.distribute_datasets_from_function(
-      strategy, _skip_consumed(dataset_fn, step)))
+      strategy, _skip_consumed(dataset_fn, step - input_start_step)))
   loop = _loop_fn(strategy, step_fn)
   writer = (tf.summary.create_file_writer(output_dir) if saver.is_chief
             else tf.summary.create_noop_writer())

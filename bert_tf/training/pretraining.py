@@ -10,9 +10,22 @@ run_settings.json (a re-run with other settings is refused, not resumed; one wit
 num_train_steps trains on to it, the linear decay rebuilt over the new total), TensorBoard
 summaries, and with do_eval eval_results.txt. While a run writes there, a second one on the
 same output_dir is refused (`output_lock`).
+
+The paper's two phases (90% of the steps at length 128, the rest at 512 on records of their
+own), phase 2 in a new output_dir from phase 1's, either way:
+  continue_from   phase 1's output_dir or one of its ckpt-N: its model, optimizer state and
+                  global step S, the one schedule going on to num_train_steps (the total);
+                  learning_rate, num_warmup_steps and optimizer must be phase 1's. Phase 2's
+                  own records are read from their start: a resumed phase 2 skips only what it
+                  consumed (S is kept in its run_settings.json as input_start_step).
+  init_checkpoint phase 1's weights only (encoder and both heads): a schedule of its own from
+                  step 0, warming up again (NVIDIA's two LAMB phases).
+Nothing is resized: the position table holds max_position_embeddings rows in both phases,
+and the rows past phase 1's length first train in phase 2.
 """
 import dataclasses
 import functools
+import json
 import os
 
 from absl import logging
@@ -39,6 +52,9 @@ class PretrainArgs:
   input_file: str
   output_dir: str
   init_checkpoint: str | None = None
+  # Another pretraining run (its output_dir or a ckpt-N in it) to go on from, optimizer state
+  # and step included: the paper's phase 2 (see the module's docstring).
+  continue_from: str | None = None
   max_seq_length: int = 128
   max_predictions_per_seq: int = 20
   do_train: bool = False
@@ -165,8 +181,10 @@ class _Pretraining:
       logging.info("initialized %s from %s", ", ".join(parts), self.args.init_checkpoint)
     return init
 
-  def train(self) -> None:
+  def train(self, continued: tuple[str, int] | None) -> None:
+    """continued: (the checkpoint, its global step) that continue_from names."""
     args = self.args
+    continue_from, input_start_step = continued or (None, 0)
     dataset_fn = functools.partial(self.dataset, args.train_batch_size, True)
     optimizer_fn = functools.partial(
         optimization.create_optimizer, args.learning_rate, args.num_train_steps,
@@ -176,7 +194,8 @@ class _Pretraining:
                args.output_dir, args.num_train_steps, steps_per_loop=args.iterations_per_loop,
                save_checkpoints_steps=args.save_checkpoints_steps, init_fn=self.init_fn(),
                jit_compile=args.jit_compile, count_fn=self.count_fn,
-               micro_batches=args.gradient_accumulation_steps)
+               micro_batches=args.gradient_accumulation_steps, continue_from=continue_from,
+               input_start_step=input_start_step)
 
   def evaluate(self) -> dict:
     args = self.args
@@ -192,14 +211,92 @@ class _Pretraining:
     return results
 
 
-def _run_settings(args: PretrainArgs, config: BertConfig, files: list[str]) -> dict:
-  """What defines the pretrained model (see `loop.check_run_settings`)."""
-  return {"bert_config": config.to_dict(), "input_files": files,
+def _run_settings(args: PretrainArgs, config: BertConfig, files: list[str],
+                  continued: tuple[str, int] | None) -> dict:
+  """What defines the pretrained model (see `loop.check_run_settings`). A continued run's
+  keys only where it continues: older files, which lack them, still match."""
+  continuation = {} if continued is None else {
+      "continue_from": args.continue_from, "continue_checkpoint": continued[0],
+      "input_start_step": continued[1]}
+  return {"bert_config": config.to_dict(), "input_files": files, **continuation,
           **{name: getattr(args, name) for name in (
               "init_checkpoint", "max_seq_length", "max_predictions_per_seq",
               "train_batch_size", "learning_rate", "num_train_steps", "num_warmup_steps",
               "optimizer", "objective", "nsp", "seed", "mixed_precision", "dynamic_masking",
               "masked_lm_prob", "do_whole_word_mask", "mask_token_prob", "random_token_prob")}}
+
+
+# The flags that define the one schedule a continued run goes on with; num_train_steps, its
+# length, may differ (it is the total), but must lie past the step reached.
+SCHEDULE_FLAGS = ("learning_rate", "num_warmup_steps", "optimizer")
+
+
+def _check_continue_flags(args: PretrainArgs) -> None:
+  if not args.continue_from:
+    return
+  if args.init_checkpoint:
+    raise ValueError(f"--continue_from={args.continue_from} and --init_checkpoint="
+                     f"{args.init_checkpoint}: give one (--continue_from goes on with the "
+                     "run's optimizer state, step and schedule; --init_checkpoint takes "
+                     "weights only)")
+  if not args.do_train:
+    raise ValueError(f"--continue_from={args.continue_from} continues training: give "
+                     "--do_train (to evaluate a checkpoint, give it as --init_checkpoint)")
+
+
+def _continuation(args: PretrainArgs) -> tuple[str, int] | None:
+  """(checkpoint prefix, its global step) that args.continue_from names, checked against the
+  run it belongs to; None without continue_from. A rerun of a continued run that has
+  checkpoints of its own keeps what its run_settings.json recorded (phase 1 may have trained
+  on since, or be gone): it resumes from its own checkpoints."""
+  if not args.continue_from:
+    return None
+  given = f"--continue_from={args.continue_from}"
+  own = _read_settings(args.output_dir)
+  if (tf.train.latest_checkpoint(args.output_dir) and own and
+      own.get("continue_from") == args.continue_from):
+    return own["continue_checkpoint"], own["input_start_step"]
+  path = args.continue_from.rstrip("/")
+  if tf.io.gfile.isdir(path):
+    folder, prefix = path, tf.train.latest_checkpoint(path)
+  else:
+    folder = os.path.dirname(path)
+    prefix = path if tf.io.gfile.exists(path + ".index") else None
+  settings = _read_settings(folder)
+  if prefix is None or settings is None or any(k not in settings for k in SCHEDULE_FLAGS):
+    missing = "no checkpoint" if prefix is None else f"no pretraining {loop.RUN_SETTINGS}"
+    raise ValueError(f"{given}: not a run_pretraining output_dir or one of its checkpoints "
+                     f"({missing} in {folder or '.'})")
+  if os.path.realpath(folder) == os.path.realpath(args.output_dir):
+    raise ValueError(f"{given} is in --output_dir={args.output_dir}: a continued run "
+                     "(phase 2) needs an --output_dir of its own")
+  for name in SCHEDULE_FLAGS:
+    if settings[name] != getattr(args, name):
+      raise ValueError(f"--{name}={getattr(args, name)}, but the run {given} continues was "
+                       f"trained with {settings[name]} ({folder}/{loop.RUN_SETTINGS}): a "
+                       f"continued run goes on with its schedule (for a schedule of its own, "
+                       "give the checkpoint as --init_checkpoint)")
+  step = tf.Variable(0, dtype=tf.int64)
+  checkpoints.read_checkpoint(tf.train.Checkpoint(global_step=step), prefix, partial=True)
+  step = int(step.numpy())
+  if args.num_train_steps <= step:
+    raise ValueError(f"--num_train_steps={args.num_train_steps}, but {prefix} is at global "
+                     f"step {step}: a continued run trains on to the total, past {step}")
+  schedule = optimization.learning_rate_schedule(args.learning_rate, args.num_train_steps,
+                                                 args.num_warmup_steps)
+  logging.info("continuing %s at global step %d to %d (its schedule decayed over %d steps; "
+               "the learning rate now %.4g), on this run's records from their start",
+               prefix, step, args.num_train_steps, settings["num_train_steps"],
+               float(schedule(step)))
+  return prefix, step
+
+
+def _read_settings(folder: str) -> dict | None:
+  path = os.path.join(folder, loop.RUN_SETTINGS)
+  if not tf.io.gfile.exists(path):
+    return None
+  with tf.io.gfile.GFile(path) as f:
+    return json.load(f)
 
 
 def _log_extended_schedule(args: PretrainArgs, old_steps: int, new_steps: int) -> None:
@@ -243,6 +340,7 @@ def pretrain(args: PretrainArgs, strategy: tf.distribute.Strategy) -> dict:
   if args.do_train:
     loop.micro_batch_size(args.train_batch_size, strategy.num_replicas_in_sync,
                           args.gradient_accumulation_steps)
+  _check_continue_flags(args)
   config = checkpoints.config_from_file(args.bert_config_file)
   files = datasets.list_files(args.input_file)
   # After the strategy: multi-worker setup must come first. Keras's seed too: it seeds the
@@ -253,14 +351,15 @@ def pretrain(args: PretrainArgs, strategy: tf.distribute.Strategy) -> dict:
   is_chief = distribute.is_chief(strategy)
   with (output_lock.lock_output_dir(args.output_dir, is_chief),
         datasets.naming_damaged_file(files)):
+    continued = _continuation(args) if args.do_train else None
     if is_chief:
       _write_config(config, args)
     run = _Pretraining(args, strategy, config, files)
     if args.do_train:
       extended = loop.check_run_settings(
-          args.output_dir, _run_settings(args, config, files), is_chief,
+          args.output_dir, _run_settings(args, config, files, continued), is_chief,
           extendable=("num_train_steps",))
       if extended:
         _log_extended_schedule(args, *extended["num_train_steps"])
-      run.train()
+      run.train(continued)
     return run.evaluate() if args.do_eval else {}
