@@ -3,12 +3,20 @@
 The original's flags, same names and meanings, plus: --distribution_strategy,
 --mixed_precision, --jit_compile, --optimizer, --objective, --nsp, --seed, and
 --dynamic_masking (with --vocab_file and create_pretraining_data's masking flags) for records
-made with create_pretraining_data --dynamic_masking, and --continue_from (the paper's phase 2
-going on from phase 1's optimizer state and step). For example:
+made with create_pretraining_data --dynamic_masking, --stop_at_step and --continue_from (the
+paper's two phases on one schedule). For example:
 
   run_pretraining --bert_config_file=bert_config.json --input_file='data/*.tfrecord' \
       --output_dir=/tmp/pretraining --do_train --do_eval --num_train_steps=20 \
       --num_warmup_steps=10 --learning_rate=2e-5
+
+The paper's two phases: phase 1 at 128 stops at 90% of the one schedule, phase 2 at 512 goes
+on from it to the total ($RUN: the flags both share, --learning_rate, --num_warmup_steps...):
+
+  run_pretraining $RUN --input_file='out128/*' --output_dir=phase1 --max_seq_length=128 \
+      --max_predictions_per_seq=20 --num_train_steps=1000000 --stop_at_step=900000
+  run_pretraining $RUN --input_file='out512/*' --output_dir=phase2 --max_seq_length=512 \
+      --max_predictions_per_seq=80 --num_train_steps=1000000 --continue_from=phase1
 
 See `bert_tf.training.pretraining` for what output_dir receives.
 """
@@ -30,13 +38,18 @@ flags.DEFINE_integer("max_predictions_per_seq", 20,
 flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate for Adam.")
 flags.DEFINE_integer("num_train_steps", 100000, "Number of training steps.", lower_bound=1)
 flags.DEFINE_integer("num_warmup_steps", 10000, "Number of warmup steps.", lower_bound=0)
+flags.DEFINE_integer("stop_at_step", None,
+                     "Stop training at this global step, the learning rate's schedule still "
+                     "over --num_train_steps (phase 1 of the paper's two: "
+                     "--num_train_steps=1000000 --stop_at_step=900000). A re-run with a larger "
+                     "one, or none, trains on.", lower_bound=1)
 flags.DEFINE_string("continue_from", None,
                     "Phase 2 of the paper's two: a run_pretraining --output_dir (its latest "
                     "checkpoint) or one of its ckpt-N to go on from, in a new --output_dir: "
                     "the model, optimizer state and global step, on this run's records (e.g. "
                     "--max_seq_length=512 --max_predictions_per_seq=80). --learning_rate, "
-                    "--num_warmup_steps and --optimizer must be that run's; "
-                    "--num_train_steps is the total. For weights only and a schedule of its "
+                    "--num_warmup_steps, --optimizer and --num_train_steps (the total: "
+                    "phase 1 stopped short of it by --stop_at_step) must be that run's. For weights only and a schedule of its "
                     "own, give it as --init_checkpoint instead.")
 flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of eval steps.", lower_bound=1)
 flags.DEFINE_enum("optimizer", "adamw", list(optimization.OPTIMIZERS),

@@ -8,14 +8,18 @@ output_dir receives `ckpt-<step>` checkpoints (a re-run resumes from the latest)
 bert_config.json beside them (so the checkpoints load as `--init_checkpoint` elsewhere),
 run_settings.json (a re-run with other settings is refused, not resumed; one with a larger
 num_train_steps trains on to it, the linear decay rebuilt over the new total), TensorBoard
-summaries, and with do_eval eval_results.txt. While a run writes there, a second one on the
+summaries, and with do_eval eval_results.txt. stop_at_step stops training at that global step
+while the schedule (warm-up, linear decay) runs over num_train_steps; it is no run setting: a
+re-run with a larger one (or none) trains on. While a run writes there, a second one on the
 same output_dir is refused (`output_lock`).
 
 The paper's two phases (90% of the steps at length 128, the rest at 512 on records of their
-own), phase 2 in a new output_dir from phase 1's, either way:
+own): phase 1 with num_train_steps=<total> and stop_at_step=<switch>, phase 2 in a new
+output_dir from phase 1's, either way:
   continue_from   phase 1's output_dir or one of its ckpt-N: its model, optimizer state and
                   global step S, the one schedule going on to num_train_steps (the total);
-                  learning_rate, num_warmup_steps and optimizer must be phase 1's. Phase 2's
+                  learning_rate, num_warmup_steps, optimizer and num_train_steps must be
+                  phase 1's. Phase 2's
                   own records are read from their start: a resumed phase 2 skips only what it
                   consumed (S is kept in its run_settings.json as input_start_step).
   init_checkpoint phase 1's weights only (encoder and both heads): a schedule of its own from
@@ -63,7 +67,9 @@ class PretrainArgs:
   gradient_accumulation_steps: int = 1  # Micro-batches a replica takes its batch in.
   eval_batch_size: int = 8
   learning_rate: float = 5e-5
-  num_train_steps: int = 100000
+  num_train_steps: int = 100000  # The schedule's length (and where training stops).
+  # Stop training at this global step, the schedule still over num_train_steps (phase 1).
+  stop_at_step: int | None = None
   num_warmup_steps: int = 10000
   save_checkpoints_steps: int = 1000
   iterations_per_loop: int = 1000
@@ -190,8 +196,11 @@ class _Pretraining:
         optimization.create_optimizer, args.learning_rate, args.num_train_steps,
         args.num_warmup_steps, optimizer=args.optimizer,
         loss_scaling=args.mixed_precision == "fp16")
+    if args.stop_at_step:
+      logging.info("training to global step %d (--stop_at_step) of a schedule over %d steps",
+                   args.stop_at_step, args.num_train_steps)
     loop.train(self.strategy, self.model_fn, optimizer_fn, self.loss_fn, dataset_fn,
-               args.output_dir, args.num_train_steps, steps_per_loop=args.iterations_per_loop,
+               args.output_dir, args.stop_at_step or args.num_train_steps, steps_per_loop=args.iterations_per_loop,
                save_checkpoints_steps=args.save_checkpoints_steps, init_fn=self.init_fn(),
                jit_compile=args.jit_compile, count_fn=self.count_fn,
                micro_batches=args.gradient_accumulation_steps, continue_from=continue_from,
@@ -214,7 +223,8 @@ class _Pretraining:
 def _run_settings(args: PretrainArgs, config: BertConfig, files: list[str],
                   continued: tuple[str, int] | None) -> dict:
   """What defines the pretrained model (see `loop.check_run_settings`). A continued run's
-  keys only where it continues: older files, which lack them, still match."""
+  keys only where it continues: older files, which lack them, still match. Not stop_at_step:
+  where a run stops is not what it trains."""
   continuation = {} if continued is None else {
       "continue_from": args.continue_from, "continue_checkpoint": continued[0],
       "input_start_step": continued[1]}
@@ -226,9 +236,9 @@ def _run_settings(args: PretrainArgs, config: BertConfig, files: list[str],
               "masked_lm_prob", "do_whole_word_mask", "mask_token_prob", "random_token_prob")}}
 
 
-# The flags that define the one schedule a continued run goes on with; num_train_steps, its
-# length, may differ (it is the total), but must lie past the step reached.
-SCHEDULE_FLAGS = ("learning_rate", "num_warmup_steps", "optimizer")
+# The flags that define the one schedule a continued run goes on with: num_train_steps, its
+# length, is the total, which phase 1 stopped short of (stop_at_step).
+SCHEDULE_FLAGS = ("learning_rate", "num_warmup_steps", "optimizer", "num_train_steps")
 
 
 def _check_continue_flags(args: PretrainArgs) -> None:
@@ -272,22 +282,29 @@ def _continuation(args: PretrainArgs) -> tuple[str, int] | None:
                      "(phase 2) needs an --output_dir of its own")
   for name in SCHEDULE_FLAGS:
     if settings[name] != getattr(args, name):
+      total = (" (--num_train_steps is the total of both phases: run phase 1 with "
+               "--num_train_steps=<total> --stop_at_step=<switch>)"
+               if name == "num_train_steps" else "")
       raise ValueError(f"--{name}={getattr(args, name)}, but the run {given} continues was "
                        f"trained with {settings[name]} ({folder}/{loop.RUN_SETTINGS}): a "
-                       f"continued run goes on with its schedule (for a schedule of its own, "
-                       "give the checkpoint as --init_checkpoint)")
+                       f"continued run goes on with its schedule{total} (for a schedule of "
+                       "its own, give the checkpoint as --init_checkpoint)")
   step = tf.Variable(0, dtype=tf.int64)
   checkpoints.read_checkpoint(tf.train.Checkpoint(global_step=step), prefix, partial=True)
   step = int(step.numpy())
   if args.num_train_steps <= step:
     raise ValueError(f"--num_train_steps={args.num_train_steps}, but {prefix} is at global "
-                     f"step {step}: a continued run trains on to the total, past {step}")
+                     f"step {step}: the run {given} continues has already reached its total "
+                     "(run phase 1 with --num_train_steps=<total> --stop_at_step=<switch>)")
+  stop = args.stop_at_step or args.num_train_steps
+  if stop <= step:
+    raise ValueError(f"--stop_at_step={stop}, but {prefix} is at global step {step}: a "
+                     f"continued run trains on past {step}")
   schedule = optimization.learning_rate_schedule(args.learning_rate, args.num_train_steps,
                                                  args.num_warmup_steps)
-  logging.info("continuing %s at global step %d to %d (its schedule decayed over %d steps; "
-               "the learning rate now %.4g), on this run's records from their start",
-               prefix, step, args.num_train_steps, settings["num_train_steps"],
-               float(schedule(step)))
+  logging.info("continuing %s at global step %d to %d on its schedule over %d steps (the "
+               "learning rate now %.4g), on this run's records from their start",
+               prefix, step, stop, args.num_train_steps, float(schedule(step)))
   return prefix, step
 
 
@@ -307,8 +324,8 @@ def _log_extended_schedule(args: PretrainArgs, old_steps: int, new_steps: int) -
                                                  args.num_warmup_steps)
   logging.info("num_train_steps %d -> %d: training on from global step %d to %d; the "
                "learning rate decays linearly to 0 at step %d (was %d): %.4g at step %d",
-               old_steps, new_steps, step, new_steps, new_steps, old_steps,
-               float(schedule(step)), step)
+               old_steps, new_steps, step, args.stop_at_step or new_steps, new_steps,
+               old_steps, float(schedule(step)), step)
 
 
 def _write_config(config: BertConfig, args: PretrainArgs) -> None:
@@ -337,6 +354,10 @@ def pretrain(args: PretrainArgs, strategy: tf.distribute.Strategy) -> dict:
   if args.dynamic_masking and not args.vocab_file:
     raise ValueError("--dynamic_masking needs --vocab_file (the [MASK] id, the special tokens "
                      "and the word pieces)")
+  if args.stop_at_step is not None and not 1 <= args.stop_at_step <= args.num_train_steps:
+    raise ValueError(f"--stop_at_step={args.stop_at_step}, but --num_train_steps="
+                     f"{args.num_train_steps}: training stops at a step from 1 to "
+                     "num_train_steps, the schedule's length")
   if args.do_train:
     loop.micro_batch_size(args.train_batch_size, strategy.num_replicas_in_sync,
                           args.gradient_accumulation_steps)
