@@ -1,9 +1,11 @@
-"""The paper's two pretraining phases, tiny: phase 1 at length 32 (5 predictions), phase 2 at
-64 (10) on records of its own, in a new output_dir, either way: --continue_from (phase 1's
-optimizer state, step and single schedule go on) or --init_checkpoint (weights only, a
-schedule of its own that warms up again)."""
+"""The paper's two pretraining phases, tiny: phase 1 at length 32 (5 predictions) stopping at
+SWITCH of a schedule over TOTAL (--stop_at_step), phase 2 at 64 (10) on records of its own, in
+a new output_dir, either way: --continue_from (phase 1's optimizer state, step and single
+schedule go on to TOTAL) or --init_checkpoint (weights only, a schedule of its own that warms
+up again)."""
 import dataclasses
 import glob
+import json
 import os
 import shutil
 import subprocess
@@ -26,7 +28,8 @@ from tfrecords import datasets
 pytestmark = pytest.mark.slow  # Three tiny pretraining runs, more for the resume.
 
 LONG, LONG_PREDS = 2 * SEQ, 2 * PREDS
-LR, WARMUP, SWITCH, TOTAL = 1e-3, 2, 4, 8  # Phase 1 trains to SWITCH, phase 2 on to TOTAL.
+# Phase 1 trains to SWITCH of a schedule over TOTAL, phase 2 on to TOTAL.
+LR, WARMUP, SWITCH, TOTAL = 1e-3, 2, 4, 8
 BETA_1, BETA_2, EPSILON = 0.9, 0.999, 1e-6  # optimization.create_optimizer's Adam.
 POSITIONS = "encoder/layer_with_weights-1/embeddings/.ATTRIBUTES/VARIABLE_VALUE"
 MLM_BIAS = "masked_lm/output_bias.Sbias/.ATTRIBUTES/VARIABLE_VALUE"
@@ -44,7 +47,7 @@ def args(d, phase: int, **overrides) -> pretraining.PretrainArgs:
                 input_file=str(d / ("short" if phase == 1 else "long") / "data.tfrecord"),
                 output_dir=str(d / f"phase{phase}"), do_train=True, train_batch_size=8,
                 learning_rate=LR, num_warmup_steps=WARMUP, iterations_per_loop=1,
-                num_train_steps=SWITCH if phase == 1 else TOTAL,
+                num_train_steps=TOTAL, stop_at_step=SWITCH if phase == 1 else None,
                 save_checkpoints_steps=2 if phase == 1 else 1, **length)
   return pretraining.PretrainArgs(**dict(values, **overrides))
 
@@ -70,7 +73,8 @@ def schedule(num_train_steps: int, step: int) -> float:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-  """Phase 1 (to SWITCH), then phase 2 both ways: continued to TOTAL, and afresh for 4 steps."""
+  """Phase 1 (to 2, then rerun to SWITCH), then phase 2 both ways: continued to TOTAL, and
+  afresh for 4 steps."""
   d = tmp_path_factory.mktemp("two_phases")
   # One config for both phases: the position table has all LONG rows from the start.
   dataclasses.replace(CONFIG, max_position_embeddings=LONG).to_json_file(
@@ -79,7 +83,8 @@ def runs(tmp_path_factory):
     (d / name).mkdir()
     write_pretraining_records(str(d / name / "data.tfrecord"), 48, seed=seed, seq=seq,
                               preds=preds)
-  pretrain(args(d, 1))
+  pretrain(args(d, 1, stop_at_step=2))
+  pretrain(args(d, 1))  # A larger --stop_at_step trains on.
   pretrain(args(d, 2, output_dir=str(d / "continued"), continue_from=str(d / "phase1")))
   pretrain(args(d, 2, output_dir=str(d / "afresh"), num_train_steps=4,
                 init_checkpoint=str(d / "phase1")))
@@ -109,11 +114,37 @@ def first_gradient(d) -> dict[str, np.ndarray]:
   return checkpoint_values(prefix)
 
 
-def test_continued_phase_2_goes_on_with_phase_1s_step_weights_optimizer_and_schedule(runs):
+def test_phase_1_and_continued_phase_2_follow_one_schedule_over_the_total(runs):
   assert checkpoint_steps(runs / "phase1") == [2, 4]
   assert checkpoint_steps(runs / "continued") == [5, 6, 7, 8]
-  # The rate for the step after phase 2's first: the single schedule's, not a new warm-up.
-  assert learning_rates(runs / "continued")[5] == pytest.approx(schedule(TOTAL, 5), rel=1e-6)
+  rates = learning_rates(runs / "phase1")
+  assert sorted(rates) == [1, 2, 3, 4]
+  rates.update(learning_rates(runs / "continued"))
+  # Each summary is the rate for the step after it: warm-up, then one linear decay from
+  # WARMUP to 0 at TOTAL across the switch (not phase 1's own decay to 0 at SWITCH).
+  assert sorted(rates) == list(range(1, TOTAL + 1))
+  expected = {step: schedule(TOTAL, step) for step in rates}
+  assert expected[SWITCH] > 0 and expected[TOTAL] == 0
+  assert rates == pytest.approx(expected, rel=1e-6, abs=1e-12)
+  assert settings(runs / "phase1")["num_train_steps"] == TOTAL
+  assert "stop_at_step" not in settings(runs / "phase1")
+
+
+def settings(output_dir) -> dict:
+  return json.loads((output_dir / "run_settings.json").read_text())
+
+
+def test_a_smaller_stop_at_step_is_already_there_and_evaluates(runs, tmp_path):
+  phase1 = tmp_path / "phase1"
+  shutil.copytree(runs / "phase1", phase1)
+  results = pretrain(args(runs, 1, output_dir=str(phase1), stop_at_step=2, do_eval=True,
+                          max_eval_steps=2))
+  assert results["global_step"] == SWITCH
+  assert checkpoint_steps(phase1) == [2, 4]
+  assert settings(phase1) == settings(runs / "phase1")
+
+
+def test_continued_phase_2_goes_on_with_phase_1s_step_weights_optimizer_and_schedule(runs):
   before = checkpoint_values(str(runs / "phase1" / "ckpt-4"))
   after = checkpoint_values(str(runs / "continued" / "ckpt-5"))
   gradient = first_gradient(runs)
@@ -193,8 +224,18 @@ def test_phase_2_from_init_checkpoint_starts_a_schedule_of_its_own(runs):
      "continues was trained with 2"),
     (dict(optimizer="lamb"), "--optimizer=lamb, but the run --continue_from={d}/phase1 "
      "continues was trained with adamw"),
-    (dict(num_train_steps=SWITCH), "--num_train_steps=4, but {d}/phase1/ckpt-4 is at global "
-     "step 4: a continued run trains on to the total, past 4"),
+    (dict(num_train_steps=2 * TOTAL), "--num_train_steps=16, but the run --continue_from="
+     "{d}/phase1 continues was trained with 8 ({d}/phase1/run_settings.json): a continued run "
+     "goes on with its schedule (--num_train_steps is the total of both phases: run phase 1 "
+     "with --num_train_steps=<total> --stop_at_step=<switch>)"),
+    (dict(num_train_steps=SWITCH, continue_from="{d}/ended"), "--num_train_steps=4, but "
+     "{d}/ended/ckpt-4 is at global step 4: the run --continue_from={d}/ended continues has "
+     "already reached its total (run phase 1 with --num_train_steps=<total> "
+     "--stop_at_step=<switch>)"),
+    (dict(stop_at_step=SWITCH), "--stop_at_step=4, but {d}/phase1/ckpt-4 is at global step 4: "
+     "a continued run trains on past 4"),
+    (dict(stop_at_step=TOTAL + 1), "--stop_at_step=9, but --num_train_steps=8: training stops "
+     "at a step from 1 to num_train_steps"),
     (dict(init_checkpoint="{d}/phase1"), "--continue_from={d}/phase1 and --init_checkpoint="
      "{d}/phase1: give one"),
     (dict(do_train=False, do_eval=True), "--continue_from={d}/phase1 continues training: give "
@@ -207,6 +248,14 @@ def test_phase_2_from_init_checkpoint_starts_a_schedule_of_its_own(runs):
      " a continued run (phase 2) needs an --output_dir of its own"),
 ])
 def test_a_continue_from_that_cannot_go_on_is_refused_in_one_line(runs, overrides, message):
+  ended = runs / "ended"  # A phase 1 trained to its own total (SWITCH): nothing to go on with.
+  if not ended.exists():
+    ended.mkdir()
+    for f in [*(runs / "phase1").glob("ckpt-4.*"), runs / "phase1" / "bert_config.json"]:
+      shutil.copy(f, ended)
+    (ended / "checkpoint").write_text('model_checkpoint_path: "ckpt-4"\n')
+    (ended / "run_settings.json").write_text(json.dumps(
+        dict(settings(runs / "phase1"), num_train_steps=SWITCH)))
   overrides = {k: v.format(d=runs) if isinstance(v, str) else v for k, v in overrides.items()}
   a = args(runs, 2, **dict(dict(output_dir=str(runs / "refused"),
                                continue_from=str(runs / "phase1")), **overrides))
