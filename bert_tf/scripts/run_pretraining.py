@@ -1,4 +1,4 @@
-"""Pretrains BERT (masked LM + next sentence prediction) on google-research/bert's records.
+r"""Pretrains BERT (masked LM + next sentence prediction) on google-research/bert's records.
 
 The original's flags, same names and meanings, plus: --distribution_strategy,
 --mixed_precision, --jit_compile, --optimizer, --objective, --nsp, --seed, and
