@@ -312,8 +312,11 @@ def _while_accumulating(part_gradients, features: dict, micro_batches: int):
             {name: value + part_metrics[name] for name, value in metrics.items()},
             [a + b for a, b in zip(summed, dense(part_grads))])
 
+  # One iteration at a time: by default a while loop runs up to 10 at once, and nothing in an
+  # iteration's forward pass waits for the last one's gradients (all activations alive).
   _, loss, metrics, summed = tf.while_loop(
-      lambda i, *_: i < micro_batches, body, (tf.constant(1), loss, metrics, dense(grads)))
+      lambda i, *_: i < micro_batches, body, (tf.constant(1), loss, metrics, dense(grads)),
+      parallel_iterations=1)
   grads = [None] * len(grads)
   for i, g in zip(reached, summed):
     grads[i] = g
