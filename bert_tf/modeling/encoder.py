@@ -128,11 +128,13 @@ class TransformerEncoderBlock(layers.TransformerEncoderBlock):
     both passes, and the run, see the masks the block draws without recompute."""
     generators = _dropout_generators(self)
     before = [tf.identity(g.state) for g in generators]
-    x, mask = inputs  # The encoder's [hidden states, attention mask]; the mask needs no gradient.
+    # [hidden states, attention mask], or the pretrainer's last block's [queries, hidden
+    # states, mask]: the states differentiated, the mask (from input_mask alone) not.
+    *states, mask = inputs
     plain_call = super().call
     passes = []
 
-    def block(x):
+    def block(*states):
       recomputing = bool(passes)
       passes.append(recomputing)
       if recomputing:
@@ -140,9 +142,9 @@ class TransformerEncoderBlock(layers.TransformerEncoderBlock):
         for g, state in zip(generators, before):
           g.state.assign(state)
       with base_layer_utils.call_context().enter(
-          layer=self, inputs=[x, mask], build_graph=not tf.executing_eagerly(),
+          layer=self, inputs=[*states, mask], build_graph=not tf.executing_eagerly(),
           call_context_args={"training": True}):
-        y = plain_call([x, mask], output_range)
+        y = plain_call([*states, mask], output_range)
       if recomputing:
         # In a tf.function, automatic control dependencies keep these state reads and writes
         # in program order around the draws (all on the same state variables).
@@ -150,7 +152,7 @@ class TransformerEncoderBlock(layers.TransformerEncoderBlock):
           g.state.assign(state)
       return y
 
-    return tf.recompute_grad(block)(x)
+    return tf.recompute_grad(block)(*states)
 
 
 def _dropout_generators(block: tf_keras.layers.Layer) -> list[tf.random.Generator]:
