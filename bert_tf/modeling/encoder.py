@@ -113,9 +113,10 @@ class TransformerEncoderBlock(layers.TransformerEncoderBlock):
     self._attention_layer.__class__ = MultiHeadAttention
 
   def call(self, inputs, output_range=None):
-    # Keras passes `training` down through its call context rather than to a `call` that does
-    # not name it (naming it would change what an export traces). A Python True is the
-    # training loop's; functional construction and inference build the plain block.
+    # `training` read from Keras's call context, as the block's own dropout layers read it: a
+    # `training` argument would change the Model Garden's signature (which Keras's SavedModel
+    # writer traces once per value). A Python True is the training loop's; functional
+    # construction and inference build the plain block.
     if not (self._recompute and base_layer_utils.call_context().training is True):
       return super().call(inputs, output_range)
     return self._recomputed_call(inputs, output_range)
