@@ -17,6 +17,7 @@ import tensorflow as tf
 import tf_keras
 from official.modeling import activations as tfm_activations
 from official.nlp.modeling import layers
+from tf_keras.src.engine import base_layer_utils
 
 from bert_tf.modeling.configs import BertConfig
 
@@ -87,7 +88,22 @@ class MultiHeadAttention(tf_keras.layers.MultiHeadAttention):
 
 @tf_keras.utils.register_keras_serializable(package="bert_tf")
 class TransformerEncoderBlock(layers.TransformerEncoderBlock):
-  """The Model Garden's post-LN Transformer block with `MultiHeadAttention` above."""
+  """The Model Garden's post-LN Transformer block with `MultiHeadAttention` above; built inside
+  `recomputed_blocks`, it recomputes its forward pass in the backward pass when training."""
+
+  def __init__(self, *args, **kwargs):
+    super().__init__(*args, **kwargs)
+    # A plain attribute, not a config entry or a layer: checkpoints and exports stay the same.
+    self._recompute = _recompute_blocks
+    if self._recompute and (self._output_dropout_rate or self._attention_dropout_rate) and (
+        not tf_keras.backend.experimental.is_tf_random_generator_enabled()):
+      # `generator_dropout` did nothing (several replicas): TF1's stateful op draws the masks,
+      # and a recomputed pass could not draw the first pass's again.
+      raise ValueError(
+          "--recompute_layers with dropout under "
+          f"{tf.distribute.get_strategy().num_replicas_in_sync} replicas: the recomputed pass "
+          "cannot redraw the first pass's dropout masks there (TF1's stateful random op); "
+          "train on one replica, or without --recompute_layers")
 
   def build(self, input_shape):
     super().build(input_shape)
@@ -95,6 +111,80 @@ class TransformerEncoderBlock(layers.TransformerEncoderBlock):
     # the subclass (which adds no state) rather than a new layer: tracking order, and so the
     # order of the weights, stays the Model Garden's.
     self._attention_layer.__class__ = MultiHeadAttention
+
+  def call(self, inputs, output_range=None):
+    # `training` read from Keras's call context, as the block's own dropout layers read it: a
+    # `training` argument would change the Model Garden's signature (which Keras's SavedModel
+    # writer traces once per value). A Python True is the training loop's; functional
+    # construction and inference build the plain block.
+    if not (self._recompute and base_layer_utils.call_context().training is True):
+      return super().call(inputs, output_range)
+    return self._recomputed_call(inputs, output_range)
+
+  def _recomputed_call(self, inputs, output_range):
+    """The block under `tf.recompute_grad`: its activations are not kept for the backward
+    pass but computed again there, from its input. That second pass runs outside Keras's call
+    (set to training again here) and would draw new dropout masks: each dropout generator is
+    set back to its state before the first pass, and after the second to where it had got, so
+    both passes, and the run, see the masks the block draws without recompute."""
+    generators = _dropout_generators(self)
+    before = [tf.identity(g.state) for g in generators]
+    # [hidden states, attention mask], or the pretrainer's last block's [queries, hidden
+    # states, mask]: the states differentiated, the mask (from input_mask alone) not.
+    *states, mask = inputs
+    plain_call = super().call
+    passes = []
+
+    def block(*states):
+      recomputing = bool(passes)
+      passes.append(recomputing)
+      if recomputing:
+        reached = [g.state.read_value() for g in generators]
+        for g, state in zip(generators, before):
+          g.state.assign(state)
+      with base_layer_utils.call_context().enter(
+          layer=self, inputs=[*states, mask], build_graph=not tf.executing_eagerly(),
+          call_context_args={"training": True}):
+        y = plain_call([*states, mask], output_range)
+      if recomputing:
+        # In a tf.function, automatic control dependencies keep these state reads and writes
+        # in program order around the draws (all on the same state variables).
+        for g, state in zip(generators, reached):
+          g.state.assign(state)
+      return y
+
+    return tf.recompute_grad(block)(*states)
+
+
+def _dropout_generators(block: tf_keras.layers.Layer) -> list[tf.random.Generator]:
+  """The `tf.random.Generator` of each dropout layer in the block that draws (rate > 0): built
+  with the layer (`generator_dropout`), each keeps its state in a variable."""
+  # A Dropout layer's `_random_generator` (tf_keras's RandomGenerator) holds the generator.
+  return [layer._random_generator._generator  # pylint: disable=protected-access
+          for layer in block.submodules
+          if isinstance(layer, tf_keras.layers.Dropout) and layer.rate]
+
+
+# Set by `recomputed_blocks`, read by each TransformerEncoderBlock as it is made.
+_recompute_blocks = False
+
+
+@contextlib.contextmanager
+def recomputed_blocks(enabled: bool = True):
+  """Transformer blocks made inside this context (with `enabled`) recompute their forward pass
+  during the backward pass of training (`tf.recompute_grad`): only each block's input is kept
+  between the passes, not its activations (attention scores, the feed-forward's inner layer),
+  for about one more forward pass per step: google-research/bert's other advice for BERT-Large
+  out of memory. The same variables, the same math and, through `generator_dropout`, the same
+  dropout masks: a checkpoint does not know whether it was trained so. Under several replicas,
+  whose dropout masks come from TF1's stateful op, a block with dropout is refused.
+  """
+  global _recompute_blocks
+  previous, _recompute_blocks = _recompute_blocks, enabled
+  try:
+    yield
+  finally:
+    _recompute_blocks = previous
 
 
 @contextlib.contextmanager

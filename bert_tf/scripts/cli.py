@@ -50,8 +50,8 @@ def define_model_flags(max_seq_length: int, fine_tuning: bool = True) -> None:
 
 
 def define_training_flags(fine_tuning: bool = True) -> None:
-  """Output, modes, batch sizes, checkpointing and the seed; fine-tuning adds prediction, the
-  epoch-based schedule, the paper's sweep and the export."""
+  """Output, modes, batch sizes, checkpointing, the seed and recomputation; fine-tuning adds
+  prediction, the epoch-based schedule, the paper's sweep and the export."""
   flags.DEFINE_string("output_dir", None, "The output directory where the model checkpoints "
                       "will be written.")
   flags.DEFINE_bool("do_train", False, "Whether to run training.")
@@ -86,6 +86,14 @@ def define_training_flags(fine_tuning: bool = True) -> None:
   flags.DEFINE_integer("seed", 12345, "Random seed: initialization, dropout and the order of "
                        "the input (so a resumed run reads on from where it stopped); restart k "
                        "of a fine-tuning sweep uses seed + k.")
+  flags.DEFINE_bool("recompute_layers", False,
+                    "Recompute each Transformer block's activations in the backward pass "
+                    "instead of keeping them from the forward pass (tf.recompute_grad): less "
+                    "memory, so a larger batch or sequence fits (google-research/bert's advice "
+                    "for BERT-Large at sequence 384 on a 12 GB GPU), for about one more forward "
+                    "pass per step. The same math and dropout masks, so checkpoints are the "
+                    "same and a resumed run may switch it. Refused with dropout under several "
+                    "replicas.")
   if not fine_tuning:
     return
   flags.DEFINE_bool("do_predict", False, "Whether to run the model in inference mode on the "

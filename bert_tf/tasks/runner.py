@@ -39,6 +39,7 @@ from bert_tf.common import output_lock
 from bert_tf.common.errors import DataError
 from bert_tf.common.files import write_text
 from bert_tf.modeling import checkpoints
+from bert_tf.modeling import encoder
 from bert_tf.modeling.configs import BertConfig
 from bert_tf.tasks import task_class
 from bert_tf.tasks.task import FineTuningTask, Features, TaskConfig
@@ -81,6 +82,7 @@ class RunArgs:
   seed: int = 12345
   mixed_precision: str = "none"
   jit_compile: bool = False
+  recompute_layers: bool = False  # Not a run setting: the same math (`encoder.recomputed_blocks`).
   export_dir: str | None = None
   length_buckets: int | None = None  # None: see `batch_length_buckets`.
   # The task settings the user chose (flags given on the command line): a run that does not
@@ -447,7 +449,8 @@ class Runner:
     built = []
 
     def model_fn():
-      built.append(self.task.build_model(self.bert_config))
+      with encoder.recomputed_blocks(args.recompute_layers):
+        built.append(self.task.build_model(self.bert_config))
       return built[-1]
 
     start = time.time()

@@ -38,6 +38,7 @@ import tf_keras
 
 from bert_tf.common import output_lock
 from bert_tf.modeling import checkpoints
+from bert_tf.modeling import encoder
 from bert_tf.modeling import pretrainer
 from bert_tf.modeling.configs import BertConfig
 from bert_tf.training import distribute
@@ -80,6 +81,7 @@ class PretrainArgs:
   seed: int = 12345
   mixed_precision: str = "none"
   jit_compile: bool = False
+  recompute_layers: bool = False  # Not a run setting: the same math (`encoder.recomputed_blocks`).
   # Dynamic masking: records without masked LM targets, masked as they are read.
   dynamic_masking: bool = False
   vocab_file: str | None = None
@@ -175,9 +177,10 @@ class _Pretraining:
 
   def model_fn(self):
     args = self.args
-    return pretrainer.build_pretrainer(self.config, args.max_seq_length,
-                                       args.max_predictions_per_seq, objective=args.objective,
-                                       nsp=args.nsp)
+    with encoder.recomputed_blocks(args.recompute_layers):  # Acts in training only.
+      return pretrainer.build_pretrainer(self.config, args.max_seq_length,
+                                         args.max_predictions_per_seq, objective=args.objective,
+                                         nsp=args.nsp)
 
   def init_fn(self):
     if not self.args.init_checkpoint:
