@@ -8,7 +8,7 @@ without recompute).
 
 Each configuration (--sizes: preset:batch:sequence, each with recompute off and on) runs in a
 fresh subprocess: a freshly initialised classifier (BertClassifier, dropout on as the
-presets have it) on one random batch repeated, the training loop's step (`loop.batch_loss` in
+presets have it) on one random batch repeated, the training loop's step (`loop.accumulated_gradients` in
 a tf.function without AutoGraph, then the AdamW update), --warmup steps untimed (the trace),
 then --steps timed; no checkpointing. Memory is the child's resident set: after the model and
 the optimizer's slots exist (`model_mb`) and its peak (`peak_mb`, VmHWM); their difference is
@@ -69,9 +69,9 @@ def _run_child(spec: str) -> dict:
   model_mb = _status_mb("VmRSS")
 
   def gradients(features):
-    with tf.GradientTape() as tape:
-      loss, _ = loop.batch_loss(model, task.loss, features, training=True)
-    return loss, tape.gradient(loss, model.trainable_variables)
+    loss, _, grads = loop.accumulated_gradients(
+        model, task.loss, features, loop.update_counts(task.loss_counts, features))
+    return loss, grads
   gradients = tf.function(gradients, autograph=False)
 
   @tf.function(autograph=False)
