@@ -258,13 +258,16 @@ def update_counts(count_fn: CountFn, features: dict | tuple[dict, ...]) -> dict[
 def accumulated_gradients(model: tf_keras.Model, loss_fn: LossFn,
                           features: dict | tuple[dict, ...], counts: dict,
                           micro_batches: int = 1, training: bool = True,
-                          scale: Callable[[tf.Tensor], tf.Tensor] | None = None):
+                          scale: Callable[[tf.Tensor], tf.Tensor] | None = None,
+                          accumulators: list[tf.Variable] | None = None):
   """The loss, metrics and gradients (of model.trainable_variables; None where the loss does
   not reach) of a batch taken in micro-batches, one forward and backward pass each, the
   activations of one alive at a time: a tuple of dicts as they are given (unrolled), or a dict
   split into `micro_batches` equal parts (a `tf.while_loop`). `counts`: the whole update's
   (`update_counts`, all-reduced over replicas), so the parts' losses, metrics and gradients add
   up to the update's. `scale`: applied to each part's loss before its gradient (loss scaling).
+  `accumulators`: variables shaped as the trainable ones that the gradients are summed into in
+  place (memory: one set beside a micro-batch's gradients); without them, tensors are summed.
   """
   scale = scale or (lambda loss: loss)
 
@@ -277,56 +280,88 @@ def accumulated_gradients(model: tf_keras.Model, loss_fn: LossFn,
       scaled = scale(loss)
     return loss, metrics, tape.gradient(scaled, model.trainable_variables)
 
-  if isinstance(features, dict) and micro_batches > 1:
-    return _while_accumulating(part_gradients, features, micro_batches)
-  parts = features if isinstance(features, tuple) else (features,)
-  loss, metrics, grads = part_gradients(parts[0])
-  for part in parts[1:]:
-    # The next part starts once the last one's gradients exist, so its activations are freed
-    # first: memory of one micro-batch, not of the batch.
-    with tf.control_dependencies(tf.nest.flatten(grads, expand_composites=True)):
+  if isinstance(features, dict):
+    if micro_batches == 1:
+      return part_gradients(features)
+    rows = tf.nest.flatten(features)[0].shape[0]
+    split = {name: tf.reshape(value, tf.concat([[micro_batches, rows // micro_batches],
+                                                 tf.shape(value)[1:]], 0))
+             for name, value in features.items()}
+    parts = [{name: value[i] for name, value in split.items()}
+             for i in range(micro_batches)]
+    loss, metrics, grads = part_gradients(parts[0])
+    summed = _Sum(grads, accumulators, dense=True)
+
+    def body(i, loss, metrics, *carried):
+      part_loss, part_metrics, part_grads = part_gradients(
+          {name: value[i] for name, value in split.items()})
+      carried = summed.add(carried, part_grads)
+      return (i + 1, loss + part_loss,
+              {name: value + part_metrics[name] for name, value in metrics.items()}, *carried)
+
+    # One iteration at a time: by default a while loop runs up to 10 at once, and nothing in
+    # an iteration's forward pass waits for the last one's gradients (all activations alive).
+    _, loss, metrics, *carried = tf.while_loop(
+        lambda i, *_: i < micro_batches, body,
+        (tf.constant(1), loss, metrics, *summed.carried), parallel_iterations=1)
+    return loss, metrics, summed.result(carried)
+
+  loss, metrics, grads = part_gradients(features[0])
+  summed = _Sum(grads, accumulators, dense=False)
+  carried = summed.carried
+  for part in features[1:]:
+    # The next part starts once the last one's gradients are summed, so its activations are
+    # freed first: the memory of one micro-batch, not of the batch.
+    with tf.control_dependencies(tf.nest.flatten(carried, expand_composites=True)):
       part = tf.nest.map_structure(tf.identity, part)
     part_loss, part_metrics, part_grads = part_gradients(part)
+    carried = summed.add(carried, part_grads)
     loss += part_loss
     metrics = {name: value + part_metrics[name] for name, value in metrics.items()}
-    grads = [_add_gradients(a, b) for a, b in zip(grads, part_grads)]
-  return loss, metrics, grads
+  return loss, metrics, summed.result(carried)
 
 
-def _while_accumulating(part_gradients, features: dict, micro_batches: int):
-  """accumulated_gradients over a batch of fixed size split into micro_batches equal parts, in
-  a tf.while_loop (one traced pass, whatever their number). The embedding's sparse gradient
-  is summed densely: a loop carries fixed shapes."""
-  rows = tf.nest.flatten(features)[0].shape[0]
-  split = {name: tf.reshape(value, tf.concat([[micro_batches, rows // micro_batches],
-                                               tf.shape(value)[1:]], 0))
-           for name, value in features.items()}
-  loss, metrics, grads = part_gradients({name: value[0] for name, value in split.items()})
-  reached = [i for i, g in enumerate(grads) if g is not None]
-  dense = lambda gradients: [tf.convert_to_tensor(gradients[i]) for i in reached]
+class _Sum:
+  """Gradients summed over micro-batches: in place into `accumulators` when given (what the
+  loop carries is then one flag), else as tensors (dense where a while loop carries them, which
+  needs fixed shapes; else an embedding's sparse rows stay sparse, concatenated)."""
 
-  def body(i, loss, metrics, summed):
-    part_loss, part_metrics, part_grads = part_gradients(
-        {name: value[i] for name, value in split.items()})
-    return (i + 1, loss + part_loss,
-            {name: value + part_metrics[name] for name, value in metrics.items()},
-            [a + b for a, b in zip(summed, dense(part_grads))])
+  def __init__(self, first: list, accumulators: list[tf.Variable] | None, dense: bool):
+    self.reached = [i for i, g in enumerate(first) if g is not None]
+    self.size, self.accumulators, self.dense = len(first), accumulators, dense
+    if accumulators is None:
+      self.carried = [self._tensor(first[i]) for i in self.reached]
+    else:
+      updates = [accumulators[i].assign(tf.convert_to_tensor(first[i])) for i in self.reached]
+      with tf.control_dependencies(updates):
+        self.carried = [tf.constant(True)]
 
-  # One iteration at a time: by default a while loop runs up to 10 at once, and nothing in an
-  # iteration's forward pass waits for the last one's gradients (all activations alive).
-  _, loss, metrics, summed = tf.while_loop(
-      lambda i, *_: i < micro_batches, body, (tf.constant(1), loss, metrics, dense(grads)),
-      parallel_iterations=1)
-  grads = [None] * len(grads)
-  for i, g in zip(reached, summed):
-    grads[i] = g
-  return loss, metrics, grads
+  def _tensor(self, gradient):
+    return tf.convert_to_tensor(gradient) if self.dense else gradient
+
+  def add(self, carried: list, grads: list) -> list:
+    if self.accumulators is None:
+      return [_add_gradients(a, self._tensor(grads[i])) for a, i in zip(carried, self.reached)]
+    with tf.control_dependencies(carried):
+      updates = [self.accumulators[i].assign_add(tf.convert_to_tensor(grads[i]))
+                 for i in self.reached]
+    with tf.control_dependencies(updates):
+      return [tf.identity(carried[0])]
+
+  def result(self, carried: list) -> list:
+    grads = [None] * self.size
+    if self.accumulators is None:
+      for i, g in zip(self.reached, carried):
+        grads[i] = g
+      return grads
+    with tf.control_dependencies(carried):
+      for i in self.reached:
+        grads[i] = self.accumulators[i].read_value()
+    return grads
 
 
 def _add_gradients(a, b):
   """The sum of two gradients of one variable; sparse ones (an embedding's rows) stay sparse."""
-  if a is None or b is None:
-    return a if b is None else b
   if isinstance(a, tf.IndexedSlices) and isinstance(b, tf.IndexedSlices):
     return tf.IndexedSlices(tf.concat([a.values, b.values], 0),
                             tf.concat([a.indices, b.indices], 0), a.dense_shape)
@@ -349,12 +384,21 @@ class _TrainStep:
     self.loss_scaling = isinstance(optimizer, tf_keras.mixed_precision.LossScaleOptimizer)
     self.gradients = tf.function(self._gradients, jit_compile=jit_compile, autograph=False)
     with strategy.scope():
+      # With accumulation, each replica sums its micro-batches' gradients into its own copy
+      # of these (in place: one weights-sized set), read locally for the one update. Not
+      # tracked by the checkpoint: an update's sum never outlives its step.
+      self.accumulators = None if micro_batches == 1 else [
+          tf.Variable(tf.zeros(v.shape, tf.float32), trainable=False,
+                      synchronization=tf.VariableSynchronization.ON_READ,
+                      aggregation=tf.VariableAggregation.SUM)
+          for v in model.trainable_variables]
       self.metrics = _Metrics(_metric_names(strategy, self.gradients, dataset_fn, count_fn))
 
   def _gradients(self, features, counts):
     loss, step_metrics, grads = accumulated_gradients(
         self.model, self.loss_fn, features, counts, self.micro_batches,
-        scale=self.optimizer.get_scaled_loss if self.loss_scaling else None)
+        scale=self.optimizer.get_scaled_loss if self.loss_scaling else None,
+        accumulators=self.accumulators)
     if self.loss_scaling:
       # Once per update, on the summed gradients: a micro-batch that overflowed makes them
       # non-finite, and the optimizer then skips the whole update and lowers the scale.
