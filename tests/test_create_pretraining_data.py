@@ -533,10 +533,10 @@ _NOT_TEXT = (r"not UTF-8 text: {} in its first 64 KiB \(a corpus file may have n
     ("utf16.txt", "One sentence.\nTwo.\n".encode("utf-16"), _NOT_TEXT.format("NUL bytes.*")),
     ("high.txt", bytes(_RNG.randrange(1, 256) for _ in range(3000)),
      _NOT_TEXT.format(r"\d\d% of the bytes invalid UTF-8")),
-    ("renamed.txt", gzip.compress(b"One sentence.\n"),
+    ("renamed.txt", gzip.compress(b"One sentence.\n", mtime=0),
      r"gzip-compressed, not text; name it \*\.gz to have it decompressed$"),
     ("plain.txt.gz", b"One sentence.\n", r"not a valid gzip file \(Not a gzipped file"),
-    ("cut.txt.gz", gzip.compress(b"One sentence.\n" * 100)[:-12],
+    ("cut.txt.gz", gzip.compress(b"One sentence.\n" * 100, mtime=0)[:-12],
      r"not a valid gzip file \(Compressed file ended"),
 ])
 def test_a_file_that_is_not_text_is_refused(tokenizer, tmp_path, name, content, message):
