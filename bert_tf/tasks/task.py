@@ -105,8 +105,8 @@ class FineTuningTask(abc.ABC):
   loss_reads_padding: ClassVar[bool] = False
   # Whether the loss is a mean over tokens (NER's): batches grouped by length would weigh the
   # tokens of short sequences more than random batches do (a batch of short sentences holds
-  # few tokens, yet counts as a whole step), so such a task is never grouped (its random
-  # batches' micro-batches are exact: `loss_counts`).
+  # few tokens, yet counts as a whole step), so such a task trains on random batches, each
+  # only cut to its own length (with accumulation, split in equal parts: exact, `loss_counts`).
   loss_per_token: ClassVar[bool] = False
   # What the task's examples and labels are called in its messages.
   example_noun: ClassVar[str] = "examples"
