@@ -287,14 +287,12 @@ def accumulated_gradients(model: tf_keras.Model, loss_fn: LossFn,
     split = {name: tf.reshape(value, tf.concat([[micro_batches, rows // micro_batches],
                                                  tf.shape(value)[1:]], 0))
              for name, value in features.items()}
-    parts = [{name: value[i] for name, value in split.items()}
-             for i in range(micro_batches)]
-    loss, metrics, grads = part_gradients(parts[0])
+    part = lambda i: {name: value[i] for name, value in split.items()}
+    loss, metrics, grads = part_gradients(part(0))
     summed = _Sum(grads, accumulators, dense=True)
 
     def body(i, loss, metrics, *carried):
-      part_loss, part_metrics, part_grads = part_gradients(
-          {name: value[i] for name, value in split.items()})
+      part_loss, part_metrics, part_grads = part_gradients(part(i))
       carried = summed.add(carried, part_grads)
       return (i + 1, loss + part_loss,
               {name: value + part_metrics[name] for name, value in metrics.items()}, *carried)
