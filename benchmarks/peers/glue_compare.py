@@ -62,7 +62,7 @@ def run_once(way: str, seed: int, args) -> dict:
                                             "learning_rate", "max_seq_length",
                                             "original_schedule")}
   settings["recipe"] = recipes.get(args.recipe)
-  settings["code"] = _code_version()
+  settings["code"] = _code_version(WAYS[way][0])
   key = hashlib.sha256(json.dumps([way, seed, settings], sort_keys=True).encode()).hexdigest()
   cached = os.path.join(args.results_dir, f"{key[:16]}.json") if args.results_dir else None
   if cached and os.path.exists(cached):
@@ -79,9 +79,21 @@ def run_once(way: str, seed: int, args) -> dict:
   return result
 
 
-def _code_version() -> str:
-  """The git trees of the code a run executes, "+changes" where the work tree differs."""
-  paths = ["bert_tf", "tfrecords", "benchmarks"]
+# The files each side's run executes: a result stays valid while they are unchanged (a peer's
+# run does not depend on bert_tf's training code, nor either on benchmarks/README.md).
+_SHARED = ["benchmarks/recipes.py", "benchmarks/data_root.py"]
+_CODE = {
+    "ours": ["bert_tf", "tfrecords", "benchmarks/runs/glue.py", "benchmarks/parity", *_SHARED],
+    "peer": ["benchmarks/peers/hf_glue_peer.py", "benchmarks/peers/hf_peer.py",
+             "bert_tf/tasks/glue.py", "bert_tf/tasks/text_files.py", "bert_tf/tasks/metrics.py",
+             "bert_tf/common/errors.py", *_SHARED],
+}
+
+
+def _code_version(side: str) -> str:
+  """The git objects of the code a side's run executes, "+changes" where the work tree
+  differs."""
+  paths = _CODE[side]
 
   def git(*words):
     return subprocess.run(["git", *words], cwd=ROOT, capture_output=True,
