@@ -358,16 +358,20 @@ class Runner:
     shift toward short sequences)."""
     args, task = self.args, self.task
     accumulation = args.gradient_accumulation_steps
+    # A loss over tokens keeps its random batches whole (cut), as before exact counts made
+    # sorted parts possible for it: that change to what trains has no quality study yet.
+    # With accumulation the step splits such a batch into equal parts.
+    parts = (1 if task.loss_per_token or args.jit_compile else
+             accumulation if accumulation > 1 else args.sorted_micro_batches)
+    grouped = args.group_by_length and not task.loss_per_token
+    if is_training and self.length_buckets and not grouped and parts > 1 and accumulation == 1:
+      logging.info("each training batch runs as %d passes over its records sorted by length, "
+                   "each cut to its longest: one update, the whole batch's gradient", parts)
     return datasets.record_dataset(
         [records.path], task.record_layout(is_training), batch_size, is_training,
         input_context=ctx, seed=seed, drop_remainder=True, length_buckets=self.length_buckets,
         records_per_epoch=records.num_features,
-        group_by_length=args.group_by_length and not task.loss_per_token,
-        # A loss over tokens keeps its random batches whole (cut), as before exact counts made
-        # sorted parts possible for it: that change to what trains has no quality study yet.
-        # With accumulation the step splits such a batch into equal parts.
-        micro_batches=(1 if task.loss_per_token or args.jit_compile else
-                       accumulation if accumulation > 1 else args.sorted_micro_batches))
+        group_by_length=grouped, micro_batches=parts)
 
   def _init_head(self) -> tuple[str, str]:
     """What --init_checkpoint gives the task's head: ("model", its task_config.json) for a
