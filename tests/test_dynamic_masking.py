@@ -2,7 +2,6 @@
 real text, new masks each epoch, the same masks after a resume, and the records' kind
 checked."""
 import os
-import shutil
 import subprocess
 import sys
 
@@ -16,7 +15,7 @@ from bert_tf.training import dynamic_masking
 from data_gen import pipeline, sample_corpus
 from data_gen.config import PretrainingDataConfig
 from tiny_pretraining import (CONFIG, PREDS, SEQ, VOCAB_SIZE, assert_same_values,
-                              checkpoint_values, write_pretraining_records)
+                              checkpoint_values, killed_copy, write_pretraining_records)
 from tfrecords import datasets, schema, writer
 from tfrecords.masked_lm import MaskingRules
 
@@ -167,12 +166,7 @@ def test_a_resumed_run_draws_the_masks_of_the_uninterrupted_run(setup):
   CONFIG), so the same masks were drawn for steps 3 and 4 (24 records, batches of 8: they are
   also the second epoch's, masked afresh)."""
   killed = setup["dir"] / "killed"
-  killed.mkdir()
-  for f in setup["trained"].glob("ckpt-2.*"):
-    shutil.copy(f, killed)
-  shutil.copy(setup["trained"] / "bert_config.json", killed)
-  (killed / "checkpoint").write_text('model_checkpoint_path: "ckpt-2"\n'
-                                     'all_model_checkpoint_paths: "ckpt-2"\n')
+  killed_copy(setup["trained"], 2, killed)
   out = run_pretraining(*setup["common"], *setup["dynamic"], f"--output_dir={killed}",
                         "--do_train")
   assert out.returncode == 0, out.stderr[-3000:]

@@ -14,7 +14,7 @@ from bert_tf.common import output_lock
 from bert_tf.training import distribute
 from bert_tf.training import pretraining
 from tiny_pretraining import (CONFIG, PREDS, SEQ, assert_same_values, checkpoint_steps,
-                              checkpoint_values, write_init_checkpoint,
+                              checkpoint_values, killed_copy, write_init_checkpoint,
                               write_pretraining_records)
 from tfrecords import datasets
 
@@ -86,12 +86,7 @@ def test_resumed_run_reads_on_from_the_same_input_position(setup):
   the weights, the optimizer moments and step, and so the same batches (CONFIG has no dropout;
   --seed fixes the input order)."""
   killed = setup["dir"] / "killed"
-  killed.mkdir()
-  for f in setup["trained"].glob("ckpt-2.*"):
-    shutil.copy(f, killed)
-  shutil.copy(setup["trained"] / "bert_config.json", killed)
-  (killed / "checkpoint").write_text('model_checkpoint_path: "ckpt-2"\n'
-                                     'all_model_checkpoint_paths: "ckpt-2"\n')
+  killed_copy(setup["trained"], 2, killed)
   out = run_pretraining(*setup["common"], f"--output_dir={killed}", "--do_train")
   assert out.returncode == 0, out.stderr[-3000:]
   assert "resuming at global step 2" in out.stderr

@@ -22,7 +22,7 @@ from bert_tf.training import distribute
 from bert_tf.training import optimization
 from bert_tf.training import pretraining
 from tiny_pretraining import (CONFIG, PREDS, SEQ, assert_same_values, checkpoint_steps,
-                              checkpoint_values, write_pretraining_records)
+                              checkpoint_values, killed_copy, write_pretraining_records)
 from tfrecords import datasets
 
 pytestmark = pytest.mark.slow  # Three tiny pretraining runs, more for the resume.
@@ -187,12 +187,7 @@ def test_a_killed_continued_phase_2_resumes_from_its_own_output_dir(runs):
   output_dir, skipping the 2 batches of its records it had consumed (not 6), and ends on the
   uninterrupted run's ckpt-8."""
   killed = runs / "killed"
-  killed.mkdir()
-  for f in [*(runs / "continued").glob("ckpt-6.*"), runs / "continued" / "run_settings.json",
-            runs / "continued" / "bert_config.json"]:
-    shutil.copy(f, killed)
-  (killed / "checkpoint").write_text('model_checkpoint_path: "ckpt-6"\n'
-                                     'all_model_checkpoint_paths: "ckpt-6"\n')
+  killed_copy(runs / "continued", 6, killed, files=("run_settings.json", "bert_config.json"))
   pretrain(args(runs, 2, output_dir=str(killed), continue_from=str(runs / "phase1")))
   assert checkpoint_steps(killed)[-1] == TOTAL
   assert_same_values(checkpoint_values(str(killed / "ckpt-8")),

@@ -1,5 +1,8 @@
 """The tiny pretrainer that the training tests share: its config (dropout off), random
 pretraining records, an initial checkpoint, a run of a few steps, and checkpoint comparisons."""
+import os
+import shutil
+
 import numpy as np
 import tensorflow as tf
 
@@ -77,3 +80,14 @@ def assert_same_values(a: dict, b: dict, rtol=1e-5, atol=1e-6):
 def checkpoint_steps(output_dir: str) -> list[int]:
   state = tf.train.get_checkpoint_state(output_dir)
   return [int(p.rsplit("-", 1)[1]) for p in state.all_model_checkpoint_paths] if state else []
+
+
+def killed_copy(run_dir, step: int, killed_dir, files=("bert_config.json",)) -> None:
+  """killed_dir as a run killed just after writing ckpt-<step> would have left it: that
+  checkpoint (the newest of the checkpoint state) and run_dir's `files`, nothing later."""
+  os.makedirs(killed_dir)
+  for name in os.listdir(run_dir):
+    if name.startswith(f"ckpt-{step}.") or name in files:
+      shutil.copy(os.path.join(run_dir, name), killed_dir)
+  tf.compat.v1.train.update_checkpoint_state(str(killed_dir), f"ckpt-{step}",
+                                             all_model_checkpoint_paths=[f"ckpt-{step}"])
