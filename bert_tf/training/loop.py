@@ -261,38 +261,49 @@ def accumulated_gradients(model: tf_keras.Model, loss_fn: LossFn,
                           scale: Callable[[tf.Tensor], tf.Tensor] | None = None,
                           accumulators: list[tf.Variable] | None = None):
   """The loss, metrics and gradients (of model.trainable_variables; None where the loss does
-  not reach) of a batch taken in micro-batches, one forward and backward pass each, the
-  activations of one alive at a time: a tuple of dicts as they are given (unrolled), or a dict
-  split into `micro_batches` equal parts (a `tf.while_loop`). `counts`: the whole update's
-  (`update_counts`, all-reduced over replicas), so the parts' losses, metrics and gradients add
-  up to the update's. `scale`: applied to each part's loss before its gradient (loss scaling).
-  `accumulators`: variables shaped as the trainable ones that the gradients are summed into in
-  place (memory: one set beside a micro-batch's gradients); without them, tensors are summed.
+  not reach) of a batch taken in micro-batches: a tuple of dicts as they are given (unrolled),
+  or a dict split into `micro_batches` equal parts (a `tf.while_loop`). `counts`: the whole
+  update's (`update_counts`, all-reduced over replicas), so the parts' losses, metrics and
+  gradients add up to the update's. `scale`: applied to the loss before its gradient (loss
+  scaling).
+
+  `accumulators`: variables shaped as the trainable ones (gradient accumulation, for memory):
+  one forward and backward pass per part, the activations of one alive at a time, the
+  gradients summed into them in place. Without them, a tuple's parts (random batches cut in
+  sorted parts, for speed) take one forward pass each under one tape and one backward pass:
+  the batch's memory, and no weights-sized sum per part (one part after another, an MRPC
+  batch in 4 parts took ~10% longer: `benchmarks/runs/sorted_parts.py`); a dict's parts are
+  summed as tensors (tests compare them with the whole batch).
   """
   scale = scale or (lambda loss: loss)
 
-  def part_gradients(part):
+  def gradients(parts):
     with tf.GradientTape() as tape:
-      loss, metrics = loss_fn(part, without_autograph(model)(part, training=training),
-                              counts=counts)
-      loss = tf.cast(loss, tf.float32)
-      metrics = {name: tf.cast(value, tf.float32) for name, value in metrics.items()}
+      loss, metrics = 0.0, {}
+      for part in parts:
+        part_loss, part_metrics = loss_fn(
+            part, without_autograph(model)(part, training=training), counts=counts)
+        loss += tf.cast(part_loss, tf.float32)
+        for name, value in part_metrics.items():
+          metrics[name] = metrics.get(name, 0.0) + tf.cast(value, tf.float32)
       scaled = scale(loss)
     return loss, metrics, tape.gradient(scaled, model.trainable_variables)
 
+  if isinstance(features, tuple) and accumulators is None:
+    return gradients(features)
   if isinstance(features, dict):
     if micro_batches == 1:
-      return part_gradients(features)
+      return gradients((features,))
     rows = tf.nest.flatten(features)[0].shape[0]
     split = {name: tf.reshape(value, tf.concat([[micro_batches, rows // micro_batches],
                                                  tf.shape(value)[1:]], 0))
              for name, value in features.items()}
     part = lambda i: {name: value[i] for name, value in split.items()}
-    loss, metrics, grads = part_gradients(part(0))
-    summed = _Sum(grads, accumulators, dense=True)
+    loss, metrics, grads = gradients((part(0),))
+    summed = _Sum(grads, accumulators)
 
     def body(i, loss, metrics, *carried):
-      part_loss, part_metrics, part_grads = part_gradients(part(i))
+      part_loss, part_metrics, part_grads = gradients((part(i),))
       carried = summed.add(carried, part_grads)
       return (i + 1, loss + part_loss,
               {name: value + part_metrics[name] for name, value in metrics.items()}, *carried)
@@ -304,15 +315,15 @@ def accumulated_gradients(model: tf_keras.Model, loss_fn: LossFn,
         (tf.constant(1), loss, metrics, *summed.carried), parallel_iterations=1)
     return loss, metrics, summed.result(carried)
 
-  loss, metrics, grads = part_gradients(features[0])
-  summed = _Sum(grads, accumulators, dense=False)
+  loss, metrics, grads = gradients(features[:1])
+  summed = _Sum(grads, accumulators)
   carried = summed.carried
   for part in features[1:]:
     # The next part starts once the last one's gradients are summed, so its activations are
     # freed first: the memory of one micro-batch, not of the batch.
     with tf.control_dependencies(tf.nest.flatten(carried, expand_composites=True)):
       part = tf.nest.map_structure(tf.identity, part)
-    part_loss, part_metrics, part_grads = part_gradients(part)
+    part_loss, part_metrics, part_grads = gradients((part,))
     carried = summed.add(carried, part_grads)
     loss += part_loss
     metrics = {name: value + part_metrics[name] for name, value in metrics.items()}
@@ -321,25 +332,21 @@ def accumulated_gradients(model: tf_keras.Model, loss_fn: LossFn,
 
 class _Sum:
   """Gradients summed over micro-batches: in place into `accumulators` when given (what the
-  loop carries is then one flag), else as tensors (dense where a while loop carries them, which
-  needs fixed shapes; else an embedding's sparse rows stay sparse, concatenated)."""
+  loop carries is then one flag), else as dense tensors (a while loop carries fixed shapes)."""
 
-  def __init__(self, first: list, accumulators: list[tf.Variable] | None, dense: bool):
+  def __init__(self, first: list, accumulators: list[tf.Variable] | None):
     self.reached = [i for i, g in enumerate(first) if g is not None]
-    self.size, self.accumulators, self.dense = len(first), accumulators, dense
+    self.size, self.accumulators = len(first), accumulators
     if accumulators is None:
-      self.carried = [self._tensor(first[i]) for i in self.reached]
+      self.carried = [tf.convert_to_tensor(first[i]) for i in self.reached]
     else:
       updates = [accumulators[i].assign(tf.convert_to_tensor(first[i])) for i in self.reached]
       with tf.control_dependencies(updates):
         self.carried = [tf.constant(True)]
 
-  def _tensor(self, gradient):
-    return tf.convert_to_tensor(gradient) if self.dense else gradient
-
   def add(self, carried: list, grads: list) -> list:
     if self.accumulators is None:
-      return [_add_gradients(a, self._tensor(grads[i])) for a, i in zip(carried, self.reached)]
+      return [a + tf.convert_to_tensor(grads[i]) for a, i in zip(carried, self.reached)]
     with tf.control_dependencies(carried):
       updates = [self.accumulators[i].assign_add(tf.convert_to_tensor(grads[i]))
                  for i in self.reached]
@@ -356,14 +363,6 @@ class _Sum:
       for i in self.reached:
         grads[i] = self.accumulators[i].read_value()
     return grads
-
-
-def _add_gradients(a, b):
-  """The sum of two gradients of one variable; sparse ones (an embedding's rows) stay sparse."""
-  if isinstance(a, tf.IndexedSlices) and isinstance(b, tf.IndexedSlices):
-    return tf.IndexedSlices(tf.concat([a.values, b.values], 0),
-                            tf.concat([a.indices, b.indices], 0), a.dense_shape)
-  return tf.convert_to_tensor(a) + tf.convert_to_tensor(b)
 
 
 class _TrainStep:
