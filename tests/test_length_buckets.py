@@ -5,6 +5,7 @@ their records' order, each cut; the runner's choice of buckets. That each task's
 has its padded loss, and predicts in order of length as fully padded, is the task contract's
 (test_task_contract.py)."""
 import collections
+import itertools
 
 import numpy as np
 import pytest
@@ -233,6 +234,40 @@ def test_sorted_micro_batches_hold_the_random_batch_each_part_cut_to_its_longest
           np.testing.assert_array_equal(part[model_name][row].numpy(), expected)
 
 
+@pytest.mark.parametrize("buckets", [SEQ, 4])
+def test_least_padding_parts_hold_the_random_batch_and_compute_fewest_positions(
+    tmp_path, buckets):
+  """least_padding: the same records as the random batch, sorted and each part cut to its
+  bucket, in the consecutive parts (any sizes) whose positions in all are fewest: checked
+  against every way to cut the sorted batch, and fewer than equal parts compute."""
+  path = str(tmp_path / "train.tf_record")
+  records = _write_choice_records(path, 200)
+  layout = schema.multiple_choice_features(SEQ, 2)
+  kwargs = dict(seed=3, records_per_epoch=200, length_buckets=buckets, group_by_length=False)
+  least = datasets.record_dataset([path], layout, 8, True, micro_batches=3, least_padding=True,
+                                  **kwargs)
+  equal = datasets.record_dataset([path], layout, 8, True, micro_batches=3, **kwargs)
+  width = datasets.bucket_width(SEQ, buckets)
+  bucket = lambda r: -(-records[r]["input_mask"].reshape(2, SEQ).sum(-1).max() // width) * width
+  positions = lambda parts: sum(p["input_word_ids"].shape[0] * p["input_word_ids"].shape[1]
+                                for p in parts)
+  fewer = 0
+  for parts, equal_parts in zip(least.take(30), equal.take(30)):
+    rows = [r for p in parts for r in p["label_ids"][:, 0].numpy().tolist()]
+    assert sorted(rows) == sorted(r for p in equal_parts
+                                  for r in p["label_ids"][:, 0].numpy().tolist())
+    cuts = [bucket(r) for r in rows]
+    assert cuts == sorted(cuts) and all(p["label_ids"].shape[0] >= 1 for p in parts)
+    for part in parts:
+      part_rows = part["label_ids"][:, 0].numpy().tolist()
+      assert part["input_word_ids"].shape[1] == 2 * max(bucket(r) for r in part_rows)
+    every_cut = [sum((j - i) * 2 * cuts[j - 1] for i, j in zip((0, *ends), (*ends, 8)))
+                 for ends in itertools.combinations(range(1, 8), 2)]
+    assert positions(parts) == min(every_cut) <= positions(equal_parts)
+    fewer += positions(parts) < positions(equal_parts)
+  assert fewer > 0
+
+
 @pytest.mark.parametrize("name", ["classification", "multiple_choice"])
 def test_sorted_micro_batches_give_the_loss_and_gradient_of_the_padded_batch(name, tmp_path):
   """What the training step computes from micro-batches (`loop.accumulated_gradients`: one
@@ -257,7 +292,7 @@ def test_sorted_micro_batches_give_the_loss_and_gradient_of_the_padded_batch(nam
     return batch, loss, metrics, [tf.convert_to_tensor(g) for g in grads if g is not None]
 
   parts, loss, metrics, grads = loss_and_gradients(length_buckets=SEQ, group_by_length=False,
-                                                   micro_batches=4)
+                                                   micro_batches=4, least_padding=True)
   _, padded_loss, padded_metrics, padded_grads = loss_and_gradients()
   num_sequences = 4 if name == "multiple_choice" else 1
   # Every sequence is at most SEQ // 2 long: each part is cut, the shortest more.

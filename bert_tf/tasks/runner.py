@@ -352,7 +352,8 @@ class Runner:
               ctx=None) -> tf.data.Dataset:
     """The split's batches. Training: random batches, each cut to its longest, as
     micro-batches of its records sorted by length, each cut to its own (--gradient_
-    accumulation_steps of them, else `sorted_micro_batches`) where shapes are free
+    accumulation_steps of equal size, else `sorted_micro_batches` sized to pad least) where
+    shapes are free
     (uncompiled) and the loss is a mean over records; or, with --group_by_length, batches of
     similar lengths (not where the loss is a mean over tokens, whose weights grouping would
     shift toward short sequences)."""
@@ -365,13 +366,14 @@ class Runner:
              accumulation if accumulation > 1 else args.sorted_micro_batches)
     grouped = args.group_by_length and not task.loss_per_token
     if is_training and self.length_buckets and not grouped and parts > 1 and accumulation == 1:
-      logging.info("each training batch runs as %d passes over its records sorted by length, "
-                   "each cut to its longest: one update, the whole batch's gradient", parts)
+      logging.info("each training batch runs as %d parts of its records sorted by length, "
+                   "sized to pad least, each cut to its longest: one update, the whole batch's "
+                   "gradient", parts)
     return datasets.record_dataset(
         [records.path], task.record_layout(is_training), batch_size, is_training,
         input_context=ctx, seed=seed, drop_remainder=True, length_buckets=self.length_buckets,
         records_per_epoch=records.num_features,
-        group_by_length=grouped, micro_batches=parts)
+        group_by_length=grouped, micro_batches=parts, least_padding=accumulation == 1)
 
   def _init_head(self) -> tuple[str, str]:
     """What --init_checkpoint gives the task's head: ("model", its task_config.json) for a
