@@ -15,12 +15,12 @@ ratios of B-in-N to B/N plain: memory (expected ≈ 1, plus one weights-sized ac
 throughput (expected within 5%).
 """
 import argparse
-import json
 import os
-import subprocess
 import sys
 
 import numpy as np
+
+from benchmarks import child
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -29,13 +29,7 @@ def run(batch: int, accumulation: int, args) -> dict:
   command = [sys.executable, os.path.join(HERE, "train_step.py"), f"--steps={args.steps}",
              f"--train_batch_size={batch}", f"--gradient_accumulation_steps={accumulation}",
              f"--max_seq_length={args.max_seq_length}"]
-  done = subprocess.run(command, capture_output=True, text=True, check=False,
-                        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
-  if done.returncode:
-    sys.exit(f"{' '.join(command)} failed:\n{done.stderr[-3000:]}")
-  result = json.loads(done.stdout.strip().splitlines()[-1])
-  print(json.dumps(result), flush=True)
-  return result
+  return child.run_json(command)
 
 
 def main():

@@ -20,7 +20,6 @@ steady rates to grouped's.
 import glob
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -28,6 +27,7 @@ from absl import app
 from absl import flags
 import numpy as np
 
+from benchmarks import child
 from benchmarks import data_root
 
 FLAGS = flags.FLAGS
@@ -94,13 +94,7 @@ def main(argv):
                  f"--data_dir={data_dir}", f"--task_name={FLAGS.task_name}",
                  f"--max_seq_length={FLAGS.max_seq_length}", f"--loops={FLAGS.loops}",
                  f"--steps_per_loop={FLAGS.steps_per_loop}"]
-      done = subprocess.run(command, capture_output=True, text=True, check=False,
-                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
-      if done.returncode:
-        sys.exit(f"{' '.join(command)} failed:\n{done.stderr[-3000:]}")
-      result = json.loads(done.stdout.strip().splitlines()[-1])
-      print(json.dumps(result), flush=True)
-      results[order].append(result)
+      results[order].append(child.run_json(command))
   steady = {order: float(np.mean([r["steady"] for r in runs])) for order, runs in results.items()}
   print(f"{FLAGS.task_name}, batch 32, {FLAGS.rounds} round(s); examples/s")
   print("| order | steady | first loop | steady / grouped |")

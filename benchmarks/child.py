@@ -1,0 +1,19 @@
+"""A benchmark's run of one configuration in a fresh process: its last stdout line, a JSON
+object, printed and returned; a failed child ends the parent with the command and its stderr.
+
+Kind: shared by every kind (benchmarks/); imported, never run."""
+import json
+import os
+import subprocess
+import sys
+
+
+def run_json(command: list[str]) -> dict:
+  """Runs command (TensorFlow's start-up noise silenced) -> its last stdout line, parsed."""
+  done = subprocess.run(command, capture_output=True, text=True, check=False,
+                        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+  if done.returncode:
+    sys.exit(f"{' '.join(command)} failed:\n{done.stderr[-3000:]}")
+  result = json.loads(done.stdout.strip().splitlines()[-1])
+  print(json.dumps(result), flush=True)
+  return result
