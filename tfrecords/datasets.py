@@ -196,22 +196,29 @@ def record_dataset(files: list[str],
     split = sorted_micro_batches(features, length_buckets, batch_size, micro_batches,
                                  least_padding)
     ds = ds.batch(batch_size, drop_remainder=True)
-    ds = ds.map(lambda records: tuple(schema.to_model_inputs(part) for part in split(
-        tf.io.parse_example(records, spec))), num_parallel_calls=tf.data.AUTOTUNE)
+    ds = ds.map(_plain(lambda records: tuple(schema.to_model_inputs(part) for part in split(
+        tf.io.parse_example(records, spec)))), num_parallel_calls=tf.data.AUTOTUNE)
   elif length_buckets and is_training:
     megabatch_batches = MEGABATCH_BATCHES if group_by_length else 1
     if records_per_epoch:
       megabatch_batches = max(1, min(megabatch_batches,
                                      records_per_epoch // num_pipelines // batch_size))
     ds = length_bucketed(ds, features, batch_size, length_buckets, seed, megabatch_batches)
-    ds = ds.map(schema.to_model_inputs, num_parallel_calls=tf.data.AUTOTUNE)
+    ds = ds.map(_plain(schema.to_model_inputs), num_parallel_calls=tf.data.AUTOTUNE)
   else:
     spec = schema.parse_spec(features)
     cut = cut_in_order(features, length_buckets) if length_buckets else lambda batch: batch
     ds = ds.batch(batch_size, drop_remainder=drop_remainder)
-    ds = ds.map(lambda records: schema.to_model_inputs(cut(tf.io.parse_example(records, spec))),
-                num_parallel_calls=tf.data.AUTOTUNE)
+    parse = lambda records: schema.to_model_inputs(cut(tf.io.parse_example(records, spec)))
+    ds = ds.map(_plain(parse), num_parallel_calls=tf.data.AUTOTUNE)
   return ds.prefetch(tf.data.AUTOTUNE).with_options(NO_AUTOTUNE_THREAD)
+
+
+def _plain(fn):
+  """fn as a tf.data function traces it, without AutoGraph: the functions here branch and loop
+  on Python values only, and converting them took ~0.8 s of each training start (a random
+  batch in sorted parts, MRPC: building the dataset 1.09 s -> 0.34 s)."""
+  return tf.autograph.experimental.do_not_convert(fn)
 
 
 # Batches whose records are sorted by length together, as Hugging Face's LengthGroupedSampler
@@ -259,8 +266,8 @@ def length_bucketed(records: tf.data.Dataset, features: list[schema.Feature], ba
 
   megabatches = records.batch(megabatch_batches * batch_size, drop_remainder=True)
   ds = tf.data.Dataset.zip(tf.data.Dataset.random(seed=seed), megabatches)
-  ds = ds.map(sorted_batches, num_parallel_calls=tf.data.AUTOTUNE).unbatch()
-  return ds.map(lambda longest, batch: _cut_to_bucket(batch, features, longest, width),
+  ds = ds.map(_plain(sorted_batches), num_parallel_calls=tf.data.AUTOTUNE).unbatch()
+  return ds.map(_plain(lambda longest, batch: _cut_to_bucket(batch, features, longest, width)),
                 num_parallel_calls=tf.data.AUTOTUNE)
 
 
