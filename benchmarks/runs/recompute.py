@@ -16,12 +16,13 @@ what the step itself holds: activations, gradients, workspace. Prints one JSON l
 configuration, then a table of ratios (recompute on / off).
 """
 import json
-import subprocess
 import sys
 import time
 
 from absl import app
 from absl import flags
+
+from benchmarks import child
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("sizes", ["bert_base:8:128", "bert_large:4:384"],
@@ -100,13 +101,9 @@ def main(argv):
   rows = []
   for size in FLAGS.sizes:
     for recompute in (0, 1):
-      out = subprocess.run(
+      rows.append(child.run_json(
           [sys.executable, __file__, f"--child={size}:{recompute}", f"--warmup={FLAGS.warmup}",
-           f"--steps={FLAGS.steps}"], capture_output=True, text=True, check=False)
-      if out.returncode:
-        sys.exit(f"{size} recompute={recompute} failed:\n{out.stderr[-3000:]}")
-      rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
-      print(json.dumps(rows[-1]), flush=True)
+           f"--steps={FLAGS.steps}"]))
   print("| configuration | peak MB off / on (ratio) | step's own MB off / on (ratio) | "
         "s a step off / on (ratio) |")
   for off, on in zip(rows[::2], rows[1::2]):
