@@ -8,12 +8,16 @@ import subprocess
 import sys
 
 
-def run_json(command: list[str]) -> dict:
-  """Runs command (TensorFlow's start-up noise silenced) -> its last stdout line, parsed."""
+def run_json(command: list[str], env: dict[str, str] | None = None, label: str | None = None,
+             echo: bool = True) -> dict:
+  """Runs command (TensorFlow's start-up noise silenced; `env` added to this process's) -> its
+  last stdout line, parsed; printed after "label | " when echo. A failure names label (else the
+  command)."""
   done = subprocess.run(command, capture_output=True, text=True, check=False,
-                        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+                        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **(env or {})))
   if done.returncode:
-    sys.exit(f"{' '.join(command)} failed:\n{done.stderr[-3000:]}")
+    sys.exit(f"{label or ' '.join(command)} failed:\n{done.stderr[-3000:]}")
   result = json.loads(done.stdout.strip().splitlines()[-1])
-  print(json.dumps(result), flush=True)
+  if echo:
+    print(f"{label} | {json.dumps(result)}" if label else json.dumps(result), flush=True)
   return result

