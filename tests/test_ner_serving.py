@@ -90,19 +90,6 @@ def serve(serving):
   return serving[1]["serving_default"]
 
 
-@pytest.fixture(scope="module")
-def cased_vocab(tmp_path_factory):
-  """MiniLM's (uncased) pieces plus the cased ones of the tokenizer tests: a vocab that cased
-  text can use (FullTokenizer refuses do_lower_case=False on an uncased vocab)."""
-  tokens = []
-  for path in (VOCAB, os.path.join(FIXTURES, "tokenizer_cased_extra_vocab.txt")):
-    with open(path, encoding="utf-8") as f:
-      tokens += f.read().split()
-  path = tmp_path_factory.mktemp("cased") / "vocab.txt"
-  path.write_text("".join(t + "\n" for t in tokens), encoding="utf-8")
-  return str(path)
-
-
 def _bytes(texts):
   return [t.encode() if isinstance(t, str) else t for t in texts]
 
@@ -169,11 +156,11 @@ def _words(serving, texts):
 
 
 @pytest.mark.parametrize("do_lower_case", [True, False])
-def test_words_are_the_reference_tokenizers(do_lower_case, cased_vocab):
+def test_words_are_the_reference_tokenizers(do_lower_case, cased_vocab_file):
   """Each word is a word of the reference BasicTokenizer, in wordpieces of its
   WordpieceTokenizer; its offsets slice it out of the raw text (the whole token where the
   normalisation changes the token's length)."""
-  vocab_file = VOCAB if do_lower_case else cased_vocab
+  vocab_file = VOCAB if do_lower_case else cased_vocab_file
   with open(os.path.join(FIXTURES, "tokenizer_parity.json"), encoding="utf-8") as f:
     texts = [c["text"] for c in json.load(f)["cases"]] + TEXTS + ODD_TEXTS
   reference = _reference_tokenizer(vocab_file, do_lower_case)

@@ -182,28 +182,15 @@ def _tiny_answerer(vocab_file, do_lower_case):
                           _config(do_lower_case=do_lower_case))
 
 
-@pytest.fixture(scope="module")
-def cased_vocab(tmp_path_factory):
-  """MiniLM's (uncased) pieces plus the cased ones of the tokenizer tests: a vocab that cased
-  text can use (FullTokenizer refuses do_lower_case=False on an uncased vocab)."""
-  tokens = []
-  for path in (VOCAB, os.path.join(FIXTURES, "tokenizer_cased_extra_vocab.txt")):
-    with open(path, encoding="utf-8") as f:
-      tokens += f.read().split()
-  path = tmp_path_factory.mktemp("cased") / "vocab.txt"
-  path.write_text("".join(t + "\n" for t in tokens), encoding="utf-8")
-  return str(path)
-
-
 @pytest.mark.parametrize("do_lower_case", [True, False])
-def test_context_pieces_are_the_tokenizers(do_lower_case, cased_vocab):
+def test_context_pieces_are_the_tokenizers(do_lower_case, cased_vocab_file):
   """Basic tokens tokenized one by one give the whole text's pieces: on the tokenizer's parity
   texts (Greek sigmas before apostrophes, NUL, ...) and a few more."""
   with open(os.path.join(FIXTURES, "tokenizer_parity.json"), encoding="utf-8") as f:
     texts = [c["text"] for c in json.load(f)["cases"]]
   texts += [c for _, c in PAIRS] + ["", " \t\n", "a\u200bb\u00a0c\u3000d", "ΣΑΣ. ΟΔΟΣ.Α",
                                     "İstanbul ǅ ﬁ x\u1fefy", "x" * 250 + " y"]
-  qa = _tiny_answerer(VOCAB if do_lower_case else cased_vocab, do_lower_case)
+  qa = _tiny_answerer(VOCAB if do_lower_case else cased_vocab_file, do_lower_case)
   got = qa.tokenize_context(tf.constant(texts))["ids"].to_list()
   want = qa.tokenizer(tf.constant(texts)).to_list()
   for text, g, w in zip(texts, got, want):

@@ -54,13 +54,8 @@ def test_uncased_parity_with_reference(minilm, parity_cases):
   assert 0 < np.mean(all_ids == minilm.unk_id) < 0.05
 
 
-def test_cased_parity_with_reference(tmp_path, parity_cases):
-  with open(MINILM_VOCAB, encoding="utf-8") as f:
-    tokens = f.read().split()
-  with open(os.path.join(FIXTURES, "tokenizer_cased_extra_vocab.txt"), encoding="utf-8") as f:
-    tokens += f.read().split()
-  cased = tokenization.FullTokenizer(_write_vocab(tmp_path / "vocab.txt", tokens),
-                                     do_lower_case=False)
+def test_cased_parity_with_reference(cased_vocab_file, parity_cases):
+  cased = tokenization.FullTokenizer(cased_vocab_file, do_lower_case=False)
   for case, ids in zip(parity_cases, cased.tokenize_ids([c["text"] for c in parity_cases])):
     assert ids.tolist() == case["cased"], case["text"]
 
