@@ -13,8 +13,11 @@ def run_json(command: list[str], env: dict[str, str] | None = None, label: str |
   """Runs command (TensorFlow's start-up noise silenced; `env` added to this process's) -> its
   last stdout line, parsed; printed after "label | " when echo. A failure names label (else the
   command)."""
-  done = subprocess.run(command, capture_output=True, text=True, check=False,
-                        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **(env or {})))
+  try:
+    done = subprocess.run(command, capture_output=True, text=True, check=False,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **(env or {})))
+  except OSError as error:  # No such program (a --peer_python mistyped), not executable.
+    sys.exit(f"{label or command[0]}: cannot start {command[0]}: {error.strerror}")
   if done.returncode:
     sys.exit(f"{label or ' '.join(command)} failed:\n{done.stderr[-3000:]}")
   result = json.loads(done.stdout.strip().splitlines()[-1])
