@@ -40,12 +40,11 @@ def _batch() -> dict[str, np.ndarray]:
 
 def _tensorflow(model_dir: str, passes: int) -> tuple[list, tuple]:
   # pylint: disable=import-outside-toplevel
-  import bert_tf  # noqa: F401  pylint: disable=unused-import
+  import bert_tf
   import tensorflow as tf
   import tf_keras
-  from bert_tf.modeling import checkpoints
   tf_keras.utils.set_random_seed(1)
-  _, encoder = checkpoints.load_encoder(model_dir)
+  _, encoder = bert_tf.load_encoder(model_dir)
   b = _batch()
   inputs = {"input_word_ids": tf.constant(b["ids"]), "input_mask": tf.constant(b["mask"]),
             "input_type_ids": tf.constant(b["types"])}
