@@ -20,7 +20,7 @@ import tf_keras
 
 from bert_tf.modeling.configs import BertConfig
 from bert_tf.modeling.task_models import build_classifier
-from bert_tf.tasks import classification, glue
+from bert_tf.tasks import classification, glue, inputs
 from bert_tf.tasks.classification import ClassificationConfig
 from bert_tf.tasks.runner import TASK_CONFIG
 from bert_tf.tokenization import FullTokenizer
@@ -279,7 +279,7 @@ def test_a_served_batch_runs_sorted_by_length_and_answers_as_padded(exported):
   pairs = [(" ".join(["word"] * (i * 7 % 19)), "a cat " * (i % 3)) for i in range(19)]
   features = _features(tokenizer, pairs)
   lengths = _packed_features(features)["input_mask"].sum(1)
-  assert len(pairs) > 2 * classification.SERVING_CHUNK and len(set(lengths)) > 10
+  assert len(pairs) > 2 * inputs.SERVING_CHUNK and len(set(lengths)) > 10
   assert list(lengths) != sorted(lengths)
   serve = module.signatures()["serving_default"]
   served = serve(text_a=tf.constant([a for a, _ in pairs]),

@@ -34,9 +34,12 @@ By task (the requests, the peer, the check of the outputs):
 
 The sides: ours is benchmarks/runs/serving.py --worker, a process that imports tensorflow and
 tensorflow_text only (it prints the foreign modules it holds: none), the SavedModel's
-`serving_default` called with tf.string tensors, TensorFlow's intra- and inter-op threads set
-to --threads. The peer is hf_serving_peer.py in --peer_python, torch's intra- and inter-op
-threads set to --threads and the fast tokenizer's pool to as many (RAYON_NUM_THREADS). Each
+`serving_default` called with tf.string tensors, TensorFlow's inter-op threads set to
+--threads and its intra-op threads to --intra_op_threads (default 1, how we serve: each op on
+one thread, independent ops and two chunks of a batch side by side; 2 and 2 gave batch-1 p50
+~1.1-1.4x transformers'). The peer is hf_serving_peer.py in --peer_python, torch's intra- and
+inter-op threads set to --threads (its fastest: at 1 thread its batch-1 p50 is ~1.3x) and the
+fast tokenizer's pool to as many (RAYON_NUM_THREADS). Each
 side times its own calls (benchmarks/serving_worker.py), so the pipes between the processes
 are outside the times.
 
@@ -240,6 +243,8 @@ def main():
   parser.add_argument("--data", help="The requests' data: an SST-2 folder, a SQuAD JSON file, "
                       "a CoNLL file (default: $BERT_TF_DATA's SST-2, dev-v1.1.json, dev.txt).")
   parser.add_argument("--threads", type=int, default=2)
+  parser.add_argument("--intra_op_threads", type=int, default=1,
+                      help="Our worker's TensorFlow intra-op threads (the module docstring).")
   parser.add_argument("--num_sentences", type=int, default=400)
   parser.add_argument("--rounds", type=int, default=2)
   parser.add_argument("--block", type=int, default=50)
@@ -255,7 +260,8 @@ def main():
   env.pop("TF_USE_LEGACY_KERAS", None)  # Set by importing bert_tf; a server has no such thing.
   sides = {
       "bert_tf": Worker([sys.executable, "benchmarks/runs/serving.py", "--worker",
-                         f"--saved_model={args.saved_model}", f"--threads={args.threads}"], env),
+                         f"--saved_model={args.saved_model}", f"--threads={args.threads}",
+                         f"--intra_op_threads={args.intra_op_threads}"], env),
       "peer": Worker([args.peer_python, "benchmarks/peers/hf_serving_peer.py",
                       f"--threads={args.threads}", *peer_flags], env)}
   batches32 = [requests[i:i + BATCH] for i in range(0, len(requests), BATCH)]

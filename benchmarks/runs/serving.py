@@ -19,7 +19,9 @@ Prints one JSON line.
 With --worker it is a server's process: it imports tensorflow and tensorflow_text only (bert_tf
 nowhere: the standalone mode's imports wait in its functions), loads --saved_model and answers
 requests for `serving_default` on stdin (benchmarks/serving_worker.py), each batch's inputs
-as tf.string tensors; --threads sets TensorFlow's intra- and inter-op threads.
+as tf.string tensors; --threads sets TensorFlow's inter-op threads and --intra_op_threads its
+intra-op threads (a server's settings: TF Serving's --tensorflow_inter_op_parallelism and
+--tensorflow_intra_op_parallelism).
 """
 import json
 import sys
@@ -45,7 +47,9 @@ flags.DEFINE_integer("max_seq_length", 128, "The exported model's max_seq_length
 flags.DEFINE_string("model_dir", None, "[Optional] The run_classifier output_dir exported: "
                     "compare the SavedModel's dev logits with the in-process model's.")
 flags.DEFINE_bool("worker", False, "Answer requests on stdin instead (the module docstring).")
-flags.DEFINE_integer("threads", 0, "TensorFlow's intra- and inter-op threads (0: its default).")
+flags.DEFINE_integer("threads", 0, "TensorFlow's inter-op threads, and its intra-op threads "
+                     "unless --intra_op_threads is given (0: its default).")
+flags.DEFINE_integer("intra_op_threads", 0, "TensorFlow's intra-op threads (0: --threads).")
 
 
 def _time(text_fn, ids_fn, text_requests, ids_requests) -> tuple[np.ndarray, np.ndarray]:
@@ -122,9 +126,9 @@ def _work(serve) -> None:
 
 def main(argv):
   del argv
-  if FLAGS.threads:  # Before the first op: TensorFlow fixes its thread pools then.
-    tf.config.threading.set_intra_op_parallelism_threads(FLAGS.threads)
-    tf.config.threading.set_inter_op_parallelism_threads(FLAGS.threads)
+  # Before the first op: TensorFlow fixes its thread pools then.
+  tf.config.threading.set_intra_op_parallelism_threads(FLAGS.intra_op_threads or FLAGS.threads)
+  tf.config.threading.set_inter_op_parallelism_threads(FLAGS.threads)
   model = tf.saved_model.load(FLAGS.saved_model)
   serve_text = model.signatures["serving_default"]
   if FLAGS.worker:

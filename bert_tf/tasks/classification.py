@@ -28,7 +28,7 @@ Serving (`ClassifierServing`):
                     float32 (the probabilities); for regression outputs [batch] float32 (the
                     score). `:classify` / `:regress` take them, no base64 tensors (the export
                     gives these signatures those APIs' method names).
-All run the model on the batch's rows sorted by length, SERVING_CHUNK rows at a time, each
+All run the model on the batch's rows sorted by length, `inputs.SERVING_CHUNK` rows a call, each
 chunk cut to its own longest (`inputs.call_by_length`): the outputs are the padded batch's.
 Bad text does not break it: the tokenizer turns invalid UTF-8 into U+FFFD (then dropped),
 long texts are truncated to max_seq_length like the training features, an empty string gives
@@ -48,7 +48,8 @@ from bert_tf.tasks import glue
 from bert_tf.tasks import register
 from bert_tf.tasks import metrics as metrics_lib
 from bert_tf.tasks.glue import InputExample
-from bert_tf.tasks.inputs import IDS_SIGNATURE, TextPacker, call_by_length, ids_signature, pack
+from bert_tf.tasks.inputs import (IDS_SIGNATURE, SERVING_CHUNK, TextPacker, call_by_length,
+                                  ids_signature, pack)
 from bert_tf.tasks import losses
 from bert_tf.tasks.task import Features, FineTuningTask, TaskConfig
 from bert_tf.tokenization import FullTokenizer
@@ -57,10 +58,6 @@ from tfrecords import schema
 # The signatures for TF Serving's Classify and Regress APIs (`signature_name` in a request).
 CLASSIFY_SIGNATURE = "classification"
 REGRESS_SIGNATURE = "regression"
-
-# Rows per model call in serving (`call_by_length`): chunks this small follow the lengths of a
-# mixed batch closely, and still give the matrix products a few hundred rows each.
-SERVING_CHUNK = 8
 
 # Warm-up requests when no dev data is at hand: a short, a long and an empty text.
 SAMPLE_TEXTS = [("The movie was great.", "I enjoyed the film."),

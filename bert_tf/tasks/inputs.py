@@ -16,6 +16,12 @@ from bert_tf.tasks import windows
 # A served model's second signature: the encoder's three inputs, already packed.
 IDS_SIGNATURE = "serve_token_ids"
 
+# Rows (or windows) per model call in serving (`call_by_length`): chunks this small follow the
+# lengths of a mixed batch closely, still give the matrix products a few hundred rows each,
+# and let two chunks of a batch of 32 run side by side (`windows.call_in_chunks`; 64 windows
+# a call left NER and SQuAD batches as one call: benchmarks/README.md, serving).
+SERVING_CHUNK = 8
+
 
 def truncate_pair(ids_a: np.ndarray, ids_b: np.ndarray, max_length: int):
   """Shortens the pair to at most `max_length` ids in total, one id at a time from the end

@@ -50,8 +50,8 @@ token-classification pipeline, whose training leaves those words unlabelled, gue
 
 Bad input still answers: an empty text or one of only whitespace or deleted characters (no
 words, no entities), invalid UTF-8, a text of any length (100 kB of English news is ~17k words,
-~18k pieces, 285 windows of 128). Memory is bounded by `windows_per_call` windows for the
-model; the rest grows linearly with the batch's text, and so does the time.
+~18k pieces, 285 windows of 128). Memory is bounded by two calls of `windows_per_call` windows
+for the model; the rest grows linearly with the batch's text, and so does the time.
 """
 import numpy as np
 import tensorflow as tf
@@ -59,7 +59,7 @@ import tf_keras
 
 from bert_tf import tokenization
 from bert_tf.tasks import windows as windows_lib
-from bert_tf.tasks.inputs import call_by_length
+from bert_tf.tasks.inputs import SERVING_CHUNK, call_by_length
 from bert_tf.tokenization import FullTokenizer
 
 SIGNATURE = "serving_default"
@@ -131,7 +131,7 @@ class NerServing(tf.Module):
   """
 
   def __init__(self, model: tf_keras.Model, tokenizer: FullTokenizer, config,
-               windows_per_call: int = 64):
+               windows_per_call: int = SERVING_CHUNK):
     """
     Args:
       model: an `official.nlp.modeling.models.BertTokenClassifier` (or any model taking the

@@ -44,8 +44,8 @@ time, on each example of the batch:
      the original, the text keeps the context's own whitespace between words, not one space.
 
 Bad input still answers: an empty context or question, invalid UTF-8, a context of any length.
-Memory is bounded by the model's batch of `windows_per_call` windows (64 x 384 tokens for
-BERT-Base: ~1 GB of activations); the rest grows linearly with the batch's text, and so does
+Memory is bounded by two model calls of `windows_per_call` windows (2 x 8 x 384 tokens for
+BERT-Base: ~0.25 GB of activations); the rest grows linearly with the batch's text, and so does
 the time (100 kB of SQuAD paragraphs are ~21k pieces, 164 windows of 384 at doc_stride 128).
 """
 import numpy as np
@@ -54,7 +54,7 @@ import tf_keras
 
 from bert_tf import tokenization
 from bert_tf.tasks import windows as windows_lib
-from bert_tf.tasks.inputs import call_by_length
+from bert_tf.tasks.inputs import SERVING_CHUNK, call_by_length
 from bert_tf.tokenization import FullTokenizer
 
 SIGNATURE = "serving_default"
@@ -70,7 +70,7 @@ class QuestionAnswerer(tf.Module):
   """
 
   def __init__(self, model: tf_keras.Model, tokenizer: FullTokenizer, config,
-               windows_per_call: int = 64):
+               windows_per_call: int = SERVING_CHUNK):
     """
     Args:
       model: an `official.nlp.modeling.models.BertSpanLabeler` (or any model taking the three

@@ -34,7 +34,7 @@ def best_window(first: tf.Tensor, length: tf.Tensor, num_pieces: tf.Tensor) -> t
 
 def call_in_chunks(fn: Callable[[dict], tuple], inputs: dict, chunk_size: int,
                    shapes: list[list]) -> tuple:
-  """fn over `inputs` ({name: [W, ...]}) `chunk_size` rows at a time, one call after another
+  """fn over `inputs` ({name: [W, ...]}) `chunk_size` rows at a time, at most two calls at once
   (to bound memory whatever W), its float32 outputs concatenated: a tuple, one [W, ...] tensor
   per entry of `shapes` (each output's shape, None first)."""
   num_rows = tf.shape(next(iter(inputs.values())))[0]
@@ -48,6 +48,9 @@ def call_in_chunks(fn: Callable[[dict], tuple], inputs: dict, chunk_size: int,
 
   arrays = tuple(tf.TensorArray(tf.float32, size=num_calls, infer_shape=False,
                                 element_shape=tf.TensorShape(shape)) for shape in shapes)
+  # Two calls in flight: served with one intra-op thread an op (the lowest batch-1 latency: small
+  # products split over threads wait on each other) and two inter-op threads, two chunks of a
+  # batch run side by side (benchmarks/README.md, serving).
   _, *arrays = tf.while_loop(lambda k, *_: k < num_calls, call, (tf.constant(0), *arrays),
-                             parallel_iterations=1)
+                             parallel_iterations=2)
   return tuple(tf.ensure_shape(a.concat(), shape) for a, shape in zip(arrays, shapes))
