@@ -21,6 +21,7 @@ int(N / batch * epochs) steps over a reshuffled stream of the training set (--or
 bert_tf's decay from step 0).
 --padding=longest and --group_by_length: Trainer's dynamic padding and length-grouped batches
 (transformers' fastest settings; the default pads to max_length, run_glue's default).
+--head_init=truncated: the output layer drawn as bert_tf draws it; --device=cuda: on a GPU.
 Prints one JSON line like benchmarks/runs/glue.py.
 
 --replay_file=PATH (from `glue.py --replay_file=PATH`): instead, bert_tf's paired replay
@@ -41,7 +42,7 @@ import transformers
 
 from bert_tf.tasks import glue
 from bert_tf.tasks import metrics as metrics_lib
-from benchmarks.peers.hf_peer import fine_tune, impl, replay_config, replay_steps
+from benchmarks.peers.hf_peer import fine_tune, impl, on_model_device, replay_config, replay_steps
 from benchmarks.peers.hf_peer import parse_args as peer_args
 
 
@@ -60,7 +61,8 @@ def evaluate(model, dev, task) -> dict:
   logits = []
   with torch.no_grad():
     for i in range(0, len(dev["labels"]), 32):
-      logits.append(model(**{k: v[i:i + 32] for k, v in dev.items() if k != "labels"}).logits)
+      batch = {k: v[i:i + 32] for k, v in dev.items() if k != "labels"}
+      logits.append(model(**on_model_device(model, batch)).logits.cpu())
   predictions = torch.cat(logits).argmax(-1).numpy()
   results = metrics_lib.compute(task.metrics, dev["labels"].numpy(), predictions)
   return {f"eval_{k}": round(float(v), 4) for k, v in results.items()}
@@ -70,6 +72,10 @@ def main():
   parser = argparse.ArgumentParser()
   parser.add_argument("--data_dir", help="default: $BERT_TF_DATA/<the recipe's>")
   parser.add_argument("--model_dir", required=True)
+  parser.add_argument("--head_init", choices=("normal", "truncated"), default="normal",
+                      help="The fresh output layer's kernel: transformers' Normal(0.02), or "
+                      "bert_tf's and google-research/bert's TruncatedNormal(0.02) (cut at 2 "
+                      "standard deviations).")
   args = peer_args(parser, "glue_mrpc", padding="max_length")
 
   task = glue.get_task_data(args.task_name, args.data_dir)
@@ -95,6 +101,9 @@ def main():
   start = time.time()
   model = transformers.BertForSequenceClassification.from_pretrained(
       args.model_dir, num_labels=len(labels))
+  if args.head_init == "truncated":
+    with torch.no_grad():
+      torch.nn.init.trunc_normal_(model.classifier.weight, std=0.02, a=-0.04, b=0.04)
   if not fine_tune(model, train, num_steps, args, padding=args.padding,
                    group_by_length=args.group_by_length):
     return
@@ -105,6 +114,7 @@ def main():
       "impl": impl(), "recipe": args.recipe,
       "schedule": "original" if args.original_schedule else "transformers", "seed": args.seed,
       "padding": args.padding, "group_by_length": args.group_by_length,
+      "head_init": args.head_init, "device": args.device,
       "task": args.task_name, "train_examples": num_examples, "steps": num_steps,
       "train_seconds": round(train_s, 1),
       "train_examples_per_s": round(num_steps * args.train_batch_size / train_s, 2),

@@ -52,7 +52,7 @@ from seqeval.metrics import f1_score, precision_score, recall_score
 import torch
 import transformers
 
-from benchmarks.peers.hf_peer import fine_tune, impl, replay_config, replay_steps
+from benchmarks.peers.hf_peer import fine_tune, impl, on_model_device, replay_config, replay_steps
 from benchmarks.peers.hf_peer import parse_args as peer_args
 
 DOCSTART = "-DOCSTART-"
@@ -106,7 +106,7 @@ def predict(model, data, first_tokens, labels: list[str], batch_size: int):
   with torch.no_grad():
     for start in range(0, len(data["input_ids"]), batch_size):
       batch = {k: v[start:start + batch_size] for k, v in data.items() if k != "labels"}
-      predicted.append(model(**batch).logits.argmax(-1).numpy())
+      predicted.append(model(**on_model_device(model, batch)).logits.argmax(-1).cpu().numpy())
   predicted = np.concatenate(predicted)
   tags, truncated = [], 0
   for row, first in zip(predicted, first_tokens):

@@ -22,6 +22,8 @@ def add_training_options(parser, padding: str | None) -> None:
   batches (`padding` the default: the transformers example script's; None: no choice, as
   SQuAD's windows), step timing, the paired replay."""
   parser.add_argument("--threads", type=int, default=2)
+  parser.add_argument("--device", default="cpu",
+                      help="The torch device to fine-tune and predict on (cuda: a GPU).")
   parser.add_argument("--original_schedule", action="store_true",
                       help="Decay the learning rate from step 0 as google-research/bert "
                       "does, instead of from the end of warmup as transformers does.")
@@ -76,8 +78,13 @@ def batches(data, batch_size, num_steps, seed, padding="max_length", group_by_le
     yield batch
 
 
+def on_model_device(model, batch: dict) -> dict:
+  """The batch's tensors on the model's device (a no-op on the CPU)."""
+  return {k: v.to(model.device) for k, v in batch.items()}
+
+
 def train_step(model, optimizer, batch):
-  loss = model(**batch).loss
+  loss = model(**on_model_device(model, batch)).loss
   loss.backward()
   torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
   optimizer.step()
@@ -97,9 +104,10 @@ def parse_args(parser, default_recipe: str, padding: str | None):
 
 
 def fine_tune(model, data, num_steps: int, args, **batching) -> bool:
-  """Trains the model num_steps on the data's batches as the recipe says (`batching`: the
-  padding and grouping of `batches`); with --time_steps only times that many steps and
-  returns False."""
+  """Trains the model num_steps on --device, on the data's batches as the recipe says
+  (`batching`: the padding and grouping of `batches`); with --time_steps only times that many
+  steps and returns False. The model stays on --device, for the prediction after."""
+  model.to(args.device)
   optimizer, schedule = build_optimizer(model, args.learning_rate, num_steps,
                                         args.original_schedule, args.warmup_proportion)
   model.train()

@@ -69,7 +69,7 @@ import numpy as np
 import torch
 import transformers
 
-from benchmarks.peers.hf_peer import fine_tune, impl, replay_config, replay_steps
+from benchmarks.peers.hf_peer import fine_tune, impl, on_model_device, replay_config, replay_steps
 from benchmarks.peers.hf_peer import parse_args as peer_args
 
 
@@ -182,9 +182,9 @@ def predict_logits(model, features, batch_size):
   model.eval()
   with torch.inference_mode():
     for i in range(0, len(features), batch_size):
-      out = model(**{k: v[i:i + batch_size] for k, v in data.items()})
-      starts.append(out.start_logits.numpy())
-      ends.append(out.end_logits.numpy())
+      out = model(**on_model_device(model, {k: v[i:i + batch_size] for k, v in data.items()}))
+      starts.append(out.start_logits.cpu().numpy())
+      ends.append(out.end_logits.cpu().numpy())
   return np.concatenate(starts), np.concatenate(ends)
 
 
