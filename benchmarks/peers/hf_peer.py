@@ -18,9 +18,9 @@ from benchmarks import recipes
 
 
 def add_training_options(parser, padding: str | None) -> None:
-  """The options of every peer's training beside the recipe's: threads, the schedule, the
-  batches (`padding` the default: the transformers example script's; None: no choice, as
-  SQuAD's windows), step timing, the paired replay."""
+  """The options of every peer's training beside the recipe's: threads, the device, the
+  schedule, the batches (`padding` the default: the transformers example script's; None: no
+  choice, as SQuAD's windows), step timing, the paired replay."""
   parser.add_argument("--threads", type=int, default=2)
   parser.add_argument("--device", default="cpu",
                       help="The torch device to fine-tune and predict on (cuda: a GPU).")
@@ -133,13 +133,22 @@ def train(model, optimizer, schedule, stream, num_steps: int) -> None:
     schedule.step()
 
 
+def synchronize(model) -> None:
+  """Waits for the model's GPU to finish what was queued (its kernels run asynchronously, so a
+  clock read without this would time the queueing); nothing on the CPU."""
+  if model.device.type == "cuda":
+    torch.cuda.synchronize(model.device)
+
+
 def time_steps(model, optimizer, batch, num_steps):
   """Prints the ms per training step over num_steps, after as many untimed."""
   for _ in range(num_steps):
     train_step(model, optimizer, batch)
+  synchronize(model)
   start = time.time()
   for _ in range(num_steps):
     train_step(model, optimizer, batch)
+  synchronize(model)
   ms = 1000 * (time.time() - start) / num_steps
   print(json.dumps({"impl": impl(), "steps_timed": num_steps,
                     "batch_shape": list(batch["input_ids"].shape), "ms_per_step": round(ms, 1),
