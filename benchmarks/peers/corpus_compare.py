@@ -1,0 +1,201 @@
+"""prepare_corpus beside the pipeline NVIDIA's and MLPerf's BERT use (WikiExtractor 3.x, then
+NLTK's Punkt): end-to-end speed on the same dump at 1 and 2 workers, the markup left in each
+output, and the sentence splitters' accuracy on pySBD's English Golden Rules.
+
+Kind: a side-by-side driver (benchmarks/peers/): it runs our side (`python -m
+data_gen.prepare_corpus`, in this venv) and the peer's (`python -m wikiextractor.WikiExtractor
+--processes N`, then benchmarks/peers/punkt_peer.py: Punkt trained with PunktTrainer on the
+extracted text and splitting it, one process as the anchors run it) under --peer_python:
+  python3.11 -m venv /tmp/corpusvenv && /tmp/corpusvenv/bin/pip install nltk wikiextractor
+
+The dump: --dump (the English excerpt under $BERT_TF_DATA/wikipedia: 5 real articles with
+tables, templates, references and headings) given a <siteinfo> when it has none (real dumps
+have one; WikiExtractor reads up to it before any page), its pages repeated --copies times
+under new titles and ids (a sample big enough to time; a page's text unchanged), written as
+.xml.bz2 as dumps ship. Speed: MB of (uncompressed) XML per wall second of the whole command
+(start-up, bz2, extraction, Punkt's training and splitting: everything between the dump and
+one-sentence-a-line text), --rounds times, both sides at each worker count in turn.
+
+Text quality, per MB of each side's output: `{{`, `[[`, `|`, `<ref`, `&nbsp;`, lines that are
+`=`-headings, lines that start a list (`*`, `#`), and lines that are a section heading's text
+(the dump's `== X ==` headings as bare lines, which WikiExtractor keeps).
+
+  PYTHONPATH=. .venv/bin/python benchmarks/peers/corpus_compare.py --copies=40
+  PYTHONPATH=. .venv/bin/python benchmarks/peers/corpus_compare.py --sides=peer   # the peer alone
+
+Prints a line per run, then the speed, quality and sentence tables.
+"""
+import argparse
+import bz2
+import glob
+import hashlib
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from benchmarks import data_root  # $BERT_TF_DATA
+from benchmarks import splitter_eval  # pySBD's Golden Rules
+
+HERE = os.path.dirname(os.path.abspath(__file__))  # benchmarks/peers
+ROOT = os.path.dirname(os.path.dirname(HERE))  # the repository
+# What a real English dump's <siteinfo> says of the namespaces WikiExtractor needs to know.
+SITEINFO = """  <siteinfo>
+    <sitename>Wikipedia</sitename>
+    <dbname>enwiki</dbname>
+    <base>https://en.wikipedia.org/wiki/Main_Page</base>
+    <generator>MediaWiki 1.31.0-wmf.12</generator>
+    <case>first-letter</case>
+    <namespaces>
+      <namespace key="0" case="first-letter" />
+      <namespace key="6" case="first-letter">File</namespace>
+      <namespace key="10" case="first-letter">Template</namespace>
+      <namespace key="14" case="first-letter">Category</namespace>
+      <namespace key="828" case="first-letter">Module</namespace>
+    </namespaces>
+  </siteinfo>
+"""
+MARKUP = {
+    "{{": re.compile(r"\{\{"),
+    "[[": re.compile(r"\[\["),
+    "|": re.compile(r"\|"),
+    "<ref": re.compile(r"<ref", re.I),
+    "&nbsp;": re.compile(r"&nbsp;"),
+    "=-headings": re.compile(r"^=+[^=\n].*=+[ \t]*$", re.M),
+    "*/# lines": re.compile(r"^[*#]", re.M),
+}
+
+
+def build_sample(dump: str, copies: int, path: str) -> dict:
+  """The dump's pages `copies` times (copy k: title "T (k)", page id + k * 10**8) with a
+  <siteinfo>, as .xml.bz2 at path -> {"xml_bytes", "pages", "headings"}: the section headings'
+  texts, to find in the outputs."""
+  with bz2.open(dump, "rb") as f:
+    xml = f.read().decode("utf-8")
+  head, _, rest = xml.partition("<page>")
+  body, _, _ = ("<page>" + rest).rpartition("</mediawiki>")
+  if "<siteinfo>" not in head:
+    head = head.rstrip() + "\n" + SITEINFO + "  "
+  pages = re.findall(r"<page>.*?</page>", body, re.S)
+  copied = []
+  for k in range(copies):
+    for page in pages:
+      page = re.sub(r"<title>(.*?)</title>", lambda m: f"<title>{m.group(1)} ({k})</title>", page,
+                    count=1)
+      page = re.sub(r"(</ns>\s*<id>)(\d+)", lambda m: f"{m.group(1)}{int(m.group(2)) + k * 10**8}",
+                    page, count=1)
+      copied.append(page)
+  text = head + "\n  ".join(copied) + "\n</mediawiki>\n"
+  with bz2.open(path, "wt", encoding="utf-8") as f:
+    f.write(text)
+  headings = {h.strip() for h in re.findall(r"^=+([^=\n]+)=+[ \t]*$", body, re.M)}
+  return {"xml_bytes": len(text.encode("utf-8")), "pages": len(copied), "headings": headings}
+
+
+def run(command: list[str], env: dict | None = None) -> tuple[float, str]:
+  """(wall seconds, stdout) of command; a failure ends the benchmark with its stderr."""
+  start = time.perf_counter()
+  done = subprocess.run(command, capture_output=True, text=True, check=False,
+                        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **(env or {})))
+  seconds = time.perf_counter() - start
+  if done.returncode:
+    sys.exit(f"{' '.join(command)} failed:\n{done.stderr[-3000:]}")
+  return seconds, done.stdout
+
+
+def ours(args, dump: str, workers: int, work: str) -> tuple[float, str, dict]:
+  """(wall s, the output text, the stats) of prepare_corpus on the dump, into a new folder."""
+  del args
+  out = tempfile.mkdtemp(prefix=f"ours_{workers}_", dir=work)
+  seconds, _ = run([sys.executable, "-m", "data_gen.prepare_corpus", f"--input_file={dump}",
+                    f"--output_file={out}/wiki", f"--num_workers={workers}"],
+                   env={"PYTHONPATH": ROOT})
+  shards = sorted(p for p in glob.glob(f"{out}/wiki*") if not p.endswith(".json"))
+  text = "".join(open(p, encoding="utf-8").read() for p in shards)
+  stats = [p for p in glob.glob(f"{out}/*.json")]
+  return seconds, text, json.load(open(stats[0])) if stats else {}
+
+
+def peer(args, dump: str, workers: int, work: str) -> tuple[float, str, dict]:
+  """(wall s, the output text, punkt_peer's JSON: Golden Rules included) of WikiExtractor,
+  then Punkt, into a new folder."""
+  extracted = tempfile.mkdtemp(prefix=f"peer_{workers}_", dir=work)
+  extract_s, _ = run([args.peer_python, "-m", "wikiextractor.WikiExtractor", dump,
+                      "--processes", str(workers), "-b", "1G", "-o", extracted])
+  (extracted_file,) = glob.glob(f"{extracted}/*/wiki_*")
+  output = os.path.join(extracted, "sentences.txt")
+  split_s, stdout = run([args.peer_python, os.path.join(HERE, "punkt_peer.py"),
+                         f"--input_file={extracted_file}", f"--output_file={output}",
+                         f"--golden_rules={args.golden_rules}"],
+                        env={"PYTHONPATH": ROOT})
+  result = json.loads(stdout.strip().splitlines()[-1])
+  result.update(extract_s=round(extract_s, 2), punkt_s=round(split_s, 2))
+  return extract_s + split_s, open(output, encoding="utf-8").read(), result
+
+
+def quality(text: str, headings: set[str]) -> dict:
+  """Per MB of text: each kind of markup left, and lines that are a section heading's text."""
+  mb = len(text.encode("utf-8")) / 1e6
+  counts = {name: len(pattern.findall(text)) for name, pattern in MARKUP.items()}
+  counts["heading lines"] = sum(line.strip().rstrip(".") in headings
+                                for line in text.splitlines())
+  return {name: round(count / mb, 1) for name, count in counts.items()}
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+  parser.add_argument("--dump", default=data_root.path("wikipedia", "enwiki-table-markup.xml.bz2"))
+  parser.add_argument("--copies", type=int, default=40, help="Times the dump's pages repeat.")
+  parser.add_argument("--workers", default="1,2", help="Worker counts, comma-separated.")
+  parser.add_argument("--rounds", type=int, default=1)
+  parser.add_argument("--sides", default="ours,peer")
+  parser.add_argument("--peer_python", default="/tmp/corpusvenv/bin/python")
+  parser.add_argument("--golden_rules", default=splitter_eval.GOLDEN_RULES)
+  parser.add_argument("--work_dir", default=None, help="Where the sample and outputs go.")
+  args = parser.parse_args()
+  if not args.dump or not args.golden_rules:
+    parser.error("give --dump and --golden_rules, or set $BERT_TF_DATA")
+  work = args.work_dir or tempfile.mkdtemp(prefix="corpus_compare_")
+  dump = os.path.join(work, "sample.xml.bz2")
+  sample = build_sample(args.dump, args.copies, dump)
+  mb = sample["xml_bytes"] / 1e6
+  print(f"sample: {sample['pages']} pages, {mb:.2f} MB of XML ({dump})", flush=True)
+
+  sides = {"ours": ours, "peer": peer}
+  rates, outputs, extras = {}, {}, {}
+  for round_ in range(1, args.rounds + 1):
+    for workers in map(int, args.workers.split(",")):
+      for side in args.sides.split(","):
+        seconds, text, extra = sides[side](args, dump, workers, work)
+        rates.setdefault((side, workers), []).append(mb / seconds)
+        outputs[(side, workers)], extras[(side, workers)] = text, extra
+        print(f"round {round_} | {side} | {workers} workers | {seconds:.2f} s | "
+              f"{mb / seconds:.3f} MB/s | {hashlib.sha256(text.encode()).hexdigest()[:12]} | "
+              f"{json.dumps(extra)}", flush=True)
+
+  print("\nspeed: MB of XML per second, end to end (median over rounds)")
+  for (side, workers), values in rates.items():
+    print(f"  {side} {workers} workers: {statistics.median(values):.3f}")
+  print("\nquality: per MB of output")
+  for (side, workers), text in outputs.items():
+    print(f"  {side} {workers} workers ({len(text.encode()) / 1e6:.2f} MB): "
+          f"{json.dumps(quality(text, sample['headings']))}")
+  print("\nsentences: pySBD's English Golden Rules")
+  rules = splitter_eval.load_golden_rules(args.golden_rules)
+  if "ours" in args.sides:
+    sys.path.insert(0, ROOT)
+    from data_gen import sentences  # pylint: disable=g-import-not-at-top
+    print(f"  ours ({sentences.DEFAULT}): "
+          f"{json.dumps(splitter_eval.score(sentences.get_splitter(sentences.DEFAULT), rules))}")
+  for (side, workers), extra in extras.items():
+    if side == "peer":
+      print(f"  punkt trained on the text WikiExtractor gave at {workers} workers: "
+            f"{json.dumps({k: extra[k] for k in ('passed', 'total', 'failed')})}")
+
+
+if __name__ == "__main__":
+  main()

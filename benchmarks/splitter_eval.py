@@ -1,0 +1,50 @@
+"""How a sentence splitter is measured: pySBD's English Golden Rules (48 texts with their
+expected sentences; a rule passes when the splitter gives exactly its sentences), and its
+speed on paragraphs of real text.
+
+Kind: shared by every kind (benchmarks/); imported, never run. Standard library only, so a
+peer's venv imports it too (PYTHONPATH=.).
+"""
+import ast
+import time
+from typing import Callable
+
+from benchmarks import data_root  # $BERT_TF_DATA
+
+GOLDEN_RULES = data_root.path("sentences", "english_golden_rules.py")
+
+
+def load_golden_rules(path: str) -> list[tuple[str, list[str]]]:
+  """The (text, sentences) pairs of pySBD's benchmarks/english_golden_rules.py, read as data
+  (its GOLDEN_EN_RULES literal), never run."""
+  with open(path, encoding="utf-8") as f:
+    tree = ast.parse(f.read(), path)
+  for node in tree.body:
+    if isinstance(node, ast.Assign) and any(
+        getattr(target, "id", None) == "GOLDEN_EN_RULES" for target in node.targets):
+      return ast.literal_eval(node.value)
+  raise SystemExit(f"{path}: no GOLDEN_EN_RULES list")
+
+
+def score(split: Callable[[str], list[str]], rules: list[tuple[str, list[str]]]) -> dict:
+  """{"passed": rules split exactly right, "total", "failed": the failed rules' numbers (from
+  1, as the file numbers them)}. Sentences are compared stripped, empty ones dropped."""
+  failed = [number for number, (text, expected) in enumerate(rules, 1)
+            if [s.strip() for s in split(text) if s.strip()] != expected]
+  return {"passed": len(rules) - len(failed), "total": len(rules), "failed": failed}
+
+
+def speed(split: Callable[[str], list[str]], paragraphs: list[str]) -> dict:
+  """MB/s of UTF-8 paragraph text split, in a process that has split nothing before: over the
+  first half of the paragraphs ("cold_mb_per_s": memos and caches filling, as in a worker's
+  first minutes), then over the second half, text it has not seen ("mb_per_s": the steady
+  state of a long run; nupunkt memoizes its decisions, the others keep no state)."""
+  result = {}
+  half = len(paragraphs) // 2
+  for key, part in (("cold_mb_per_s", paragraphs[:half]), ("mb_per_s", paragraphs[half:])):
+    start = time.perf_counter()
+    for paragraph in part:
+      split(paragraph)
+    seconds = time.perf_counter() - start
+    result[key] = round(sum(len(p.encode("utf-8")) for p in part) / 1e6 / seconds, 3)
+  return result
