@@ -183,9 +183,40 @@ HUB = NameMap(
 TF1_HEADS = {("output_weights", "output_bias"): "run_classifier",
              ("cls/squad/output_weights", "cls/squad/output_bias"): "run_squad"}
 
-# Hugging Face's hidden_act -> BertConfig's: HF "gelu" is the exact erf form.
+# Hugging Face's hidden_act -> BertConfig's: HF "gelu" is the exact erf form. Written back
+# (`hf_config_dict`) as each of ours' first name here; "gelu_new", ours too, as it is.
 HF_ACTIVATIONS = {"gelu": "gelu_exact", "gelu_new": "gelu", "gelu_pytorch_tanh": "gelu",
                   "relu": "relu", "tanh": "tanh", "swish": "swish", "silu": "swish"}
+
+# BertModel's own parts (encoder, pooler) sit under this prefix in every BertFor* model.
+HF_PREFIX = "bert."
+
+
+@dataclasses.dataclass(frozen=True)
+class HfArchitecture:
+  """A transformers BERT class: the PARTS of ours its file holds (by the HF table) and its
+  task head, one torch Linear (weight [outputs, hidden], bias [outputs]) by its names."""
+  parts: tuple[str, ...]
+  head: tuple[str, str] | None = None
+
+
+# What each class's model.safetensors holds, as transformers' save_pretrained writes it: the
+# classes without a pooler (add_pooling_layer=False) have none, and the masked-LM decoder is
+# tied to the word embeddings (its weight and bias are not in the file). Reading a folder takes
+# what it has; `export.huggingface` writes these.
+HF_ARCHITECTURES = {
+    "BertModel": HfArchitecture(("encoder", "pooler")),
+    "BertForPreTraining": HfArchitecture(PARTS),
+    "BertForMaskedLM": HfArchitecture(("encoder", "masked_lm")),
+    "BertForSequenceClassification": HfArchitecture(("encoder", "pooler"),
+                                                    ("classifier.weight", "classifier.bias")),
+    "BertForTokenClassification": HfArchitecture(("encoder",),
+                                                 ("classifier.weight", "classifier.bias")),
+    "BertForQuestionAnswering": HfArchitecture(("encoder",),
+                                               ("qa_outputs.weight", "qa_outputs.bias")),
+    "BertForMultipleChoice": HfArchitecture(("encoder", "pooler"),
+                                            ("classifier.weight", "classifier.bias")),
+}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -265,6 +296,47 @@ def hf_config(path: str) -> BertConfig:
                                 ignored=set(d) - {f.name for f in dataclasses.fields(BertConfig)})
   except (TypeError, ValueError) as e:
     raise ValueError(f"{path}: {e}") from e
+
+
+def hf_config_dict(config: BertConfig) -> dict:
+  """A BertConfig as a Hugging Face config.json's model keys, the reverse of `hf_config`:
+  model_type bert, hidden_act as transformers names it (HF_ACTIVATIONS)."""
+  names = {}
+  for theirs, ours in HF_ACTIVATIONS.items():
+    names.setdefault(ours, theirs)
+  return dict(config.to_dict(), model_type="bert", layer_norm_eps=1e-12,
+              position_embedding_type="absolute",
+              hidden_act=names.get(config.hidden_act, config.hidden_act))
+
+
+def hf_architecture(path: str) -> str | None:
+  """The transformers class a Hugging Face folder's config.json names (`architectures`), if
+  it is one of HF_ARCHITECTURES; None for other sources and folders that name none."""
+  kind, folder = resolve(path)
+  if kind != "hf":
+    return None
+  config_file = os.path.join(folder, "config.json")
+  with tf.io.gfile.GFile(config_file, "r") as f:
+    try:
+      names = json.load(f).get("architectures") or []
+    except (json.JSONDecodeError, AttributeError) as e:
+      raise ValueError(f"{config_file}: not a JSON object ({e})") from e
+  return next((name for name in names if name in HF_ARCHITECTURES), None)
+
+
+def hf_labels(config_file: str) -> list[str] | None:
+  """What a Hugging Face task head's outputs are, from its config.json: id2label's names in
+  the order of their ids (transformers' LABEL_0, LABEL_1 where it has none), or None for a
+  regression (problem_type "regression", or one label and no problem_type, which
+  transformers trains as one)."""
+  with tf.io.gfile.GFile(config_file, "r") as f:
+    config = json.load(f)
+  id2label = config.get("id2label") or {str(i): f"LABEL_{i}"
+                                        for i in range(config.get("num_labels", 2))}
+  problem_type = config.get("problem_type")
+  if problem_type == "regression" or (problem_type is None and len(id2label) == 1):
+    return None
+  return [id2label[key] for key in sorted(id2label, key=int)]
 
 
 def hub_config(path: str, bert_config_file: str | None = None) -> BertConfig:
@@ -391,9 +463,9 @@ def _tf1_weights(prefix: str) -> _Weights:
 
 
 def _hf_name(name: str) -> str:
-  """Hugging Face names as the HF table spells them (BertModel's, under BertForPreTraining's
-  "bert." prefix; older files call LayerNorm's weight and bias gamma and beta)."""
-  name = name[len("bert."):] if name.startswith("bert.") else name
+  """Hugging Face names as the HF table spells them (BertModel's, under the BertFor* models'
+  HF_PREFIX; older files call LayerNorm's weight and bias gamma and beta)."""
+  name = name[len(HF_PREFIX):] if name.startswith(HF_PREFIX) else name
   return re.sub(r"LayerNorm\.gamma$", "LayerNorm.weight",
                 re.sub(r"LayerNorm\.beta$", "LayerNorm.bias", name))
 
@@ -702,16 +774,83 @@ def tf1_heads(path: str) -> list[tuple[str, str]]:
   return [head for head in TF1_HEADS if head[0] in names]
 
 
+def _load_head(kernel, bias, weights: _Weights, names: tuple[str, str]) -> None:
+  """A source's output layer, stored [outputs, hidden] and [outputs] by `names`, into our
+  Dense's `kernel` [hidden, outputs] and `bias` [outputs]."""
+  for variable, theirs, transposed in ((kernel, names[0], True), (bias, names[1], False)):
+    if theirs not in weights.names:
+      raise ValueError(f"{weights.path}: {theirs} is missing (for our {variable.name})")
+    _assign(variable, weights.get(theirs), variable.name, theirs, weights.path, transposed)
+
+
 def load_tf1_head(kernel, bias, path: str, names: tuple[str, str]) -> None:
   """Assigns google-research/bert's fine-tuned output layer `names` (see TF1_HEADS) at `path`
   to our Dense's `kernel` [hidden, outputs] and `bias` [outputs]; ValueError naming the
   variable whose shape does not fit (another number of labels)."""
-  _, prefix = resolve(path)
-  weights = _tf1_weights(prefix)
-  for variable, theirs, transposed in ((kernel, names[0], True), (bias, names[1], False)):
-    if theirs not in weights.names:
-      raise ValueError(f"{prefix}: {theirs} is missing (for our {variable.name})")
-    _assign(variable, weights.get(theirs), variable.name, theirs, prefix, transposed)
+  _load_head(kernel, bias, _tf1_weights(resolve(path)[1]), names)
+
+
+def load_hf_head(kernel, bias, path: str) -> None:
+  """Assigns the task head of the Hugging Face folder at `path` (its class's
+  HF_ARCHITECTURES head: classifier or qa_outputs) to our Dense's `kernel` [hidden, outputs]
+  and `bias` [outputs]; ValueError naming the weight whose shape does not fit."""
+  architecture = hf_architecture(path)
+  if architecture is None or HF_ARCHITECTURES[architecture].head is None:
+    raise ValueError(f"{path}: not a Hugging Face model with a task head "
+                     f"({architecture or 'no known architectures entry'})")
+  _load_head(kernel, bias, _hf_weights(resolve(path)[1]), HF_ARCHITECTURES[architecture].head)
+
+
+def head_arrays(path: str) -> tuple[np.ndarray, np.ndarray]:
+  """The task head that the source at `path` holds, as it stores it: weight [outputs, hidden]
+  and bias [outputs] of a Hugging Face folder's class (HF_ARCHITECTURES) or of
+  google-research/bert's fine-tuned output layer (TF1_HEADS). ValueError without one."""
+  kind, location = resolve(path)
+  architecture = hf_architecture(path)
+  if architecture and HF_ARCHITECTURES[architecture].head:
+    weights, names = _hf_weights(location), HF_ARCHITECTURES[architecture].head
+  elif tf1_heads(path):
+    weights, names = _tf1_weights(location), tf1_heads(path)[0]
+  else:
+    raise ValueError(f"{path}: holds no task head")
+  missing = [name for name in names if name not in weights.names]
+  if missing:
+    raise ValueError(f"{weights.path}: {missing[0]} is missing")
+  return tuple(np.asarray(weights.get(name), np.float32) for name in names)
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing Hugging Face's names: the HF table read backwards.
+
+def _hf_value(value: np.ndarray, ours: str, transposed: bool) -> np.ndarray:
+  """Our variable's value as the HF table's source stores it, the reverse of `_assign`: the
+  attention's head axes merged (query/key/value kernels [H, heads, head_size] -> [H, H], their
+  biases [heads, head_size] -> [H]; the output kernel [heads, head_size, H] -> [H, H]), then
+  [in, out] -> torch's [out, in] where `transposed`."""
+  if value.ndim == 3:
+    value = (value.reshape(-1, value.shape[-1]) if "attention_output" in ours
+             else value.reshape(value.shape[0], -1))
+  elif value.ndim == 2 and ours.endswith("/bias"):
+    value = value.reshape(-1)
+  return np.ascontiguousarray(value.T if transposed else value, dtype=np.float32)
+
+
+def hf_state_dict(targets: dict, architecture: str) -> dict[str, np.ndarray]:
+  """Our `targets` ({"encoder": ..., "masked_lm": ..., "next_sentence": ...}, as
+  `load_into_pretrainer` fills them) as the tensors of the HF_ARCHITECTURES class
+  `architecture` holds for its PARTS, by the HF table's names (BertModel's parts under
+  HF_PREFIX in a BertFor* class): float32 arrays, [out, in] matrices, heads merged. Its task
+  head, if any, is the caller's."""
+  num_layers = _num_layers([v.name for v in targets["encoder"].variables],
+                           r"^(?:.*/)?transformer/layer_(\d+)/")
+  ours = our_variables(targets, HF, num_layers)
+  prefix = "" if architecture == "BertModel" else HF_PREFIX
+  arrays = {}
+  for part in HF_ARCHITECTURES[architecture].parts:
+    for our_name, theirs, transposed in HF.rows(part, num_layers):
+      name = prefix + theirs if part in ("encoder", "pooler") else theirs
+      arrays[name] = _hf_value(ours[our_name].numpy(), our_name, transposed)
+  return arrays
 
 
 # ---------------------------------------------------------------------------------------------

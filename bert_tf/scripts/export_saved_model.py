@@ -15,28 +15,39 @@ writes /tmp/bert_hub/encoder/ and /tmp/bert_hub/preprocessor/ (see `export.tf_hu
 Reusable SavedModels that `tensorflow_hub.KerasLayer` loads, from any checkpoint
 --init_checkpoint reads (ours, google-research/bert's, Hugging Face's, a TF Hub encoder), with
 its masked-LM head as the encoder's `mlm` when the checkpoint has one.
+
+  export_saved_model --format=huggingface --init_checkpoint=/tmp/mrpc --export_dir=/tmp/mrpc_hf
+
+writes /tmp/mrpc_hf/ (see `export.huggingface`): a transformers folder (config.json,
+model.safetensors, vocab.txt, tokenizer_config.json) that `from_pretrained` loads, of the class
+the checkpoint is: a run_* output_dir its task's BertFor..., a pretraining checkpoint
+BertForPreTraining (BertForMaskedLM without NSP), an encoder alone BertModel.
 """
 
 from absl import flags
 
 from bert_tf.scripts import cli
+from export import huggingface
 from export import saved_model
 from export import tf_hub
 
 FLAGS = flags.FLAGS
 
-FORMATS = ("tf_serving", "tf_hub")
+FORMATS = ("tf_serving", "tf_hub", "huggingface")
 
 flags.DEFINE_enum("format", "tf_serving", list(FORMATS),
                   "tf_serving: a fine-tuned run's task model (--model_dir) for TF Serving; "
                   "tf_hub: a pre-trained checkpoint (--init_checkpoint) as TF Hub's BERT "
                   "encoder and preprocessor SavedModels, <export_dir>/encoder and "
-                  "<export_dir>/preprocessor.")
+                  "<export_dir>/preprocessor; huggingface: any checkpoint (--init_checkpoint: "
+                  "a run_* output_dir, a pretraining checkpoint...) as a transformers folder, "
+                  "--export_dir, with its task's head.")
 flags.DEFINE_string("model_dir", None, "--format=tf_serving: a run_* script's --output_dir: "
                     "holds the checkpoints, bert_config.json, vocab.txt and task_config.json.")
 flags.DEFINE_string("export_dir", None, "TF Serving's model base path: the SavedModel goes to "
                     "<export_dir>/<1 + the largest version there>/. With --format=tf_hub: the "
-                    "folder for encoder/ and preprocessor/ (neither may exist yet).")
+                    "folder for encoder/ and preprocessor/ (neither may exist yet); with "
+                    "--format=huggingface: the folder itself (which may not exist yet).")
 flags.DEFINE_string("checkpoint", None, "A checkpoint prefix to export instead of the latest "
                     "in --model_dir.")
 flags.DEFINE_string("data_dir", None, "[Optional] The task's data (run_classifier's --data_dir, "
@@ -51,18 +62,24 @@ cli.define_model_flags(max_seq_length=128)
 # The flags that only one format reads.
 _OWN_FLAGS = {"tf_serving": ("model_dir", "checkpoint", "data_dir", "model_name"),
               "tf_hub": ("init_checkpoint", "bert_config_file", "vocab_file", "do_lower_case",
-                         "max_seq_length")}
+                         "max_seq_length"),
+              "huggingface": ("init_checkpoint", "bert_config_file", "vocab_file",
+                              "do_lower_case")}
 
 
 def main() -> str:
   """The exported path(s)."""
-  required = {"tf_serving": "model_dir", "tf_hub": "init_checkpoint"}[FLAGS.format]
+  required = {"tf_serving": "model_dir"}.get(FLAGS.format, "init_checkpoint")
   if not FLAGS[required].value:
     raise ValueError(f"--format={FLAGS.format} needs --{required}")
-  others = [name for fmt, names in _OWN_FLAGS.items() if fmt != FLAGS.format for name in names
-            if FLAGS[name].present]
+  others = [name for names in _OWN_FLAGS.values() for name in names
+            if name not in _OWN_FLAGS[FLAGS.format] and FLAGS[name].present]
   if others:
     raise ValueError(f"--{others[0]} is not read with --format={FLAGS.format}")
+  if FLAGS.format == "huggingface":
+    return huggingface.export(
+        FLAGS.init_checkpoint, FLAGS.export_dir, FLAGS.bert_config_file, FLAGS.vocab_file,
+        FLAGS.do_lower_case if FLAGS["do_lower_case"].present else None)
   if FLAGS.format == "tf_hub":
     paths = tf_hub.export(FLAGS.init_checkpoint, FLAGS.export_dir, FLAGS.bert_config_file,
                           FLAGS.vocab_file, FLAGS.do_lower_case, FLAGS.max_seq_length)

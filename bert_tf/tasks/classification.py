@@ -109,6 +109,7 @@ class ClassificationTask(FineTuningTask):
   """A GLUE, XNLI or generic task (see `glue.get_task_data`) in data_dir."""
   config_class = ClassificationConfig
   tf1_head = ("output_weights", "output_bias")  # run_classifier's, on the pooled output.
+  hf_architecture = "BertForSequenceClassification"
   input_args = ("data_dir", "xnli_language")
 
   def __init__(self, config: ClassificationConfig, data_dir: str | None = None,

@@ -248,6 +248,7 @@ class MultipleChoiceTask(FineTuningTask):
   """SWAG or a generic multiple-choice dataset (module docstring) in data_dir."""
   config_class = MultipleChoiceConfig
   primary_metric = "accuracy"
+  hf_architecture = "BertForMultipleChoice"
 
   def __init__(self, config: MultipleChoiceConfig, data_dir: str | None = None):
     super().__init__(config, data_dir or "")

@@ -398,6 +398,7 @@ class NerTask(FineTuningTask):
   """CoNLL-2003-style NER from data_dir's train.txt, dev.txt and test.txt."""
   config_class = NerConfig
   primary_metric = "f1"
+  hf_architecture = "BertForTokenClassification"  # Fine-tuning's; not the feature-based one.
   loss_per_token = True  # Random training batches, each cut (see FineTuningTask).
   example_noun = "sentences"
   label_noun = "tags"

@@ -379,7 +379,8 @@ class Runner:
     """What --init_checkpoint gives the task's head: ("model", its task_config.json) for a
     fine-tuned model of this task (the same kind and `head_fields`: the labels, in the same
     order), ("tf1", the names) for google-research/bert's fine-tuned output layer of this
-    task (`checkpoints.TF1_HEADS`), else ("encoder", why it gives none)."""
+    task (`checkpoints.TF1_HEADS`), ("hf", its class) for a Hugging Face model of this task's
+    class with this run's labels (`_hf_head`), else ("encoder", why it gives none)."""
     path, config = self.args.init_checkpoint, self.task.config
     kind, _ = checkpoints.resolve(path)
     if kind == "tf1":
@@ -392,7 +393,7 @@ class Runner:
       return "encoder", ("a google-research/bert checkpoint without a fine-tuned head (no "
                          f"{' or '.join(h[0] for h in checkpoints.TF1_HEADS)})")
     if kind == "hf":
-      return "encoder", "a Hugging Face model fills the encoder only"
+      return self._hf_head(path)
     if kind == "hub":
       return "encoder", "a TF Hub encoder fills the encoder only"
     if kind == "config":
@@ -411,11 +412,30 @@ class Runner:
         return "encoder", f"{source}: {field} {theirs!r}, this run's {ours!r}"
     return "model", source
 
+  def _hf_head(self, path: str) -> tuple[str, str]:
+    """A Hugging Face folder's head, as `_init_head` says: ("hf", its class) when the class
+    is this task's (`FineTuningTask.hf_architecture`) and, where the head's outputs are
+    labels, config.json's id2label is this run's labels in the same order (problem_type
+    "regression" for none); else ("encoder", why)."""
+    config = self.task.config
+    architecture = checkpoints.hf_architecture(path)
+    if architecture is None or checkpoints.HF_ARCHITECTURES[architecture].head is None:
+      return "encoder", "a Hugging Face model fills the encoder only"
+    if architecture != self.task.hf_architecture or getattr(config, "feature_based", ""):
+      return "encoder", f"its head is a Hugging Face {architecture}'s, not a {config.kind} head"
+    if "labels" in config.head_fields:
+      source = os.path.join(checkpoints.resolve(path)[1], "config.json")
+      labels = checkpoints.hf_labels(source)
+      if labels != config.labels:
+        return "encoder", self.task.data_mismatch("labels", labels, f"{source}: id2label")
+    return "hf", f"a Hugging Face {architecture}"
+
   def init_fn(self, model: tf_keras.Model) -> int:
     """Loads --init_checkpoint: the whole model, head included, when it is a fine-tuned model
-    of this task (its task_config.json has the same kind and labels, in the same order) or
+    of this task (its task_config.json has the same kind and labels, in the same order),
     google-research/bert's fine-tuned checkpoint of this task's head (run_classifier's
-    output_weights, run_squad's cls/squad/output_*); else only the encoder, the task's head
+    output_weights, run_squad's cls/squad/output_*) or a Hugging Face model of this task's
+    class and labels (its classifier or qa_outputs); else only the encoder, the task's head
     freshly drawn, and a log line names why (see `_init_head`). Returns the global step of
     the model restored whole, else 0."""
     path = self.args.init_checkpoint
@@ -428,10 +448,13 @@ class Runner:
                    "and labels)", path, why)
       return step
     checkpoints.load_into_encoder(model.checkpoint_items["encoder"], path)
-    if how == "tf1":
+    if how in ("tf1", "hf"):
       kernel, bias = head_variables(model)
       try:
-        checkpoints.load_tf1_head(kernel, bias, path, self.task.tf1_head)
+        if how == "tf1":
+          checkpoints.load_tf1_head(kernel, bias, path, self.task.tf1_head)
+        else:
+          checkpoints.load_hf_head(kernel, bias, path)
       except ValueError as e:
         if not self.args.do_train:
           raise

@@ -390,6 +390,7 @@ class SquadTask(FineTuningTask):
   example_noun = "questions"
   # run_squad's output layer on the sequence output: start and end logits.
   tf1_head = ("cls/squad/output_weights", "cls/squad/output_bias")
+  hf_architecture = "BertForQuestionAnswering"  # qa_outputs: start and end, as ours.
   input_args = ("train_file", "predict_file", "verbose_logging")
 
   def __init__(self, config: SquadConfig, train_file: str | None = None,

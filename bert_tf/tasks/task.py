@@ -114,6 +114,11 @@ class FineTuningTask(abc.ABC):
   # google-research/bert's fine-tuned output layer that this task's head is (its kernel's and
   # bias's names: run_classifier's `output_weights`, run_squad's `cls/squad/...`), if any.
   tf1_head: ClassVar[tuple[str, str] | None] = None
+  # The transformers class whose task head this task's is (`checkpoints.HF_ARCHITECTURES`):
+  # what export --format=huggingface writes, and a Hugging Face folder whose head this task
+  # takes from --init_checkpoint. The head's outputs are the config's `labels`, in order,
+  # where `head_fields` has them (None: one output, regression).
+  hf_architecture: ClassVar[str | None] = None
   # The constructor's keyword arguments beyond the config: where the task's data is and how
   # it is read (the run_* scripts' flags of the same names).
   input_args: ClassVar[tuple[str, ...]] = ("data_dir",)
