@@ -1,0 +1,188 @@
+"""prepare_corpus's work on one unit, in a worker process: raw documents -> their sentences,
+filtered and placed.
+
+Each raw document becomes paragraphs (`wikitext`, `gutenberg`, or as written), each paragraph
+sentences (the `sentences` registry's splitter, built once a process), and the document its
+text in create_pretraining_data's format: one sentence a line, then a blank line. A document
+goes to a training or a held-out shard by a hash of its identity (the source kind and the page
+id, file name or index: never its position in the job), so the same input gives the same shards
+whatever the workers, the units, or the runner.
+
+A Wikipedia page's parse runs under a timer (SIGALRM, `page_time_limit`): mwparserfromhell's C
+tokenizer checks for signals, so a pathological page is interrupted, skipped and counted. The
+timer needs the process's main thread, where the local job's workers (and the Beam job's, see
+`corpus_beam`) run units.
+
+No TensorFlow: this runs in the workers.
+"""
+import collections
+import dataclasses
+import hashlib
+import os
+import re
+import signal
+import threading
+
+from data_gen import corpus_sources
+from data_gen import gutenberg
+from data_gen import sentences as sentences_lib
+from data_gen import wikitext
+from data_gen.corpus_config import CorpusConfig
+
+TRAIN, HOLDOUT = 0, 1
+# A WikiExtractor heading line: a section title, to which WikiExtractor adds a full stop: a
+# few words, no other sentence punctuation. (A one-line paragraph that short goes with them.)
+EXTRACTOR_HEADING = re.compile(r"^[^.!?;:]{1,60}\.?$")
+EXTRACTOR_HEADING_WORDS = 4
+# WikiExtractor's stand-ins for what it dropped (formula_7, codice_2): the line is not prose.
+EXTRACTOR_PLACEHOLDER = re.compile(r"\b(?:formula|codice)_\d+\b")
+
+_splitters: dict[str, sentences_lib.Splitter] = {}
+
+
+@dataclasses.dataclass
+class PlacedDocument:
+  """A document's output: `text` (UTF-8: its sentences, one a line, then a blank line) for
+  shard `shard` of split TRAIN or HOLDOUT; `digest` its text's hash (for --dedup)."""
+  split: int
+  shard: int
+  text: bytes
+  digest: bytes
+  sentences: int
+  words: int
+
+
+@dataclasses.dataclass
+class UnitResult:
+  """A unit's documents in input order, and what it counted: documents_in, skipped_<reason>
+  (namespace, redirect, disambiguation, page_timeout, empty, too_few_sentences,
+  too_few_words), books_without_markers; source_bytes; warnings to print (file names)."""
+  order: tuple[int, int]
+  documents: list[PlacedDocument]
+  counts: collections.Counter
+  source_bytes: int
+  warnings: list[str]
+
+
+class PageTimeout(Exception):
+  """A page took longer than the time limit to parse."""
+
+
+class _TimeLimit:
+  """Raises PageTimeout in the block after `seconds` (0: none); the main thread only."""
+
+  def __init__(self, seconds: float):
+    self.seconds = seconds
+    self.active = seconds > 0 and threading.current_thread() is threading.main_thread()
+
+  def __enter__(self):
+    if self.active:
+      self.previous = signal.signal(signal.SIGALRM, self._expire)
+      signal.setitimer(signal.ITIMER_REAL, self.seconds)
+
+  def __exit__(self, *unused):
+    if self.active:
+      signal.setitimer(signal.ITIMER_REAL, 0)
+      signal.signal(signal.SIGALRM, self.previous)
+
+  @staticmethod
+  def _expire(unused_signum, unused_frame):
+    raise PageTimeout
+
+
+def placement(identity: str, config: CorpusConfig) -> tuple[int, int]:
+  """(split, shard) of the document `identity` names: a hash of it alone."""
+  digest = hashlib.blake2b(identity.encode("utf-8"), digest_size=16).digest()
+  shard_key = int.from_bytes(digest[:8], "little")
+  if int.from_bytes(digest[8:], "little") < config.holdout_fraction * 2.0**64:
+    return HOLDOUT, shard_key % config.num_holdout_shards
+  return TRAIN, shard_key % (config.num_output_shards or 1)
+
+
+def _splitter(name: str) -> sentences_lib.Splitter:
+  if name not in _splitters:
+    _splitters[name] = sentences_lib.get_splitter(name)
+  return _splitters[name]
+
+
+def _wikipedia_paragraphs(page: corpus_sources.RawPage, config: CorpusConfig,
+                          counts: collections.Counter) -> list[str] | None:
+  """The page's passages, or None (counted) when it is not an article or takes too long."""
+  if page.ns != 0:
+    counts["skipped_namespace"] += 1
+    return None
+  if page.redirect or wikitext.is_redirect(page.text):
+    counts["skipped_redirect"] += 1
+    return None
+  try:
+    with _TimeLimit(config.page_time_limit):
+      code = wikitext.parse(page.text)
+      if wikitext.is_disambiguation(code):
+        counts["skipped_disambiguation"] += 1
+        return None
+      return wikitext.passages(code)
+  except PageTimeout:
+    counts["skipped_page_timeout"] += 1
+    return None
+
+
+def _extractor_paragraphs(lines: list[str]) -> list[str]:
+  """A WikiExtractor document's paragraphs: its title line and heading lines dropped."""
+  paragraphs = [line.strip() for line in lines[1:] if line.strip()]
+  return [p for p in paragraphs
+          if not (EXTRACTOR_HEADING.match(p) and len(p.split()) <= EXTRACTOR_HEADING_WORDS)
+          and not EXTRACTOR_PLACEHOLDER.search(p)]
+
+
+def _raw_documents(unit: corpus_sources.Unit, config: CorpusConfig, result: UnitResult):
+  """(identity, paragraphs or None) for each raw document of the unit."""
+  counts = result.counts
+  if unit.kind == "wikipedia":
+    pages = unit.items
+    if unit.stream_range is not None:
+      pages, result.source_bytes = corpus_sources.read_streams(unit.path, unit.stream_range)
+    for page in pages:
+      yield f"wikipedia:{page.page_id}", _wikipedia_paragraphs(page, config, counts)
+  elif unit.kind == "wikiextractor":
+    for doc_id, lines in unit.items:
+      yield f"wikipedia:{doc_id}", _extractor_paragraphs(lines)
+  elif unit.kind == "books":
+    lines = [line for _, line in corpus_sources.text_lines(unit.path)]
+    result.source_bytes = sum(len(line.encode("utf-8")) + 1 for line in lines)
+    body, found = gutenberg.strip_licence(lines)
+    if not found:
+      counts["books_without_markers"] += 1
+      result.warnings.append(f"{unit.path}: no Project Gutenberg START/END markers: the book "
+                             "is taken whole, licence text and all")
+    yield f"books:{os.path.basename(unit.path)}", gutenberg.paragraphs(body)
+  else:
+    for doc_index, lines in unit.items:
+      yield f"paragraphs:{os.path.basename(unit.path)}:{doc_index}", lines
+
+
+def process_unit(unit: corpus_sources.Unit, config: CorpusConfig) -> UnitResult:
+  """The unit's documents, in input order, as they go to the output (see the module doc)."""
+  split = _splitter(config.sentence_splitter)
+  result = UnitResult(order=unit.order, documents=[], counts=collections.Counter(),
+                      source_bytes=unit.source_bytes, warnings=[])
+  counts = result.counts
+  for identity, paragraphs in _raw_documents(unit, config, result):
+    counts["documents_in"] += 1
+    if paragraphs is None:
+      continue
+    lines = [" ".join(s.split()) for p in paragraphs for s in split(p)]
+    lines = [line for line in lines if line]
+    words = sum(len(line.split()) for line in lines)
+    if not lines:
+      counts["skipped_empty"] += 1
+    elif len(lines) < config.min_sentences:
+      counts["skipped_too_few_sentences"] += 1
+    elif words < config.min_words:
+      counts["skipped_too_few_words"] += 1
+    else:
+      text = ("\n".join(lines) + "\n\n").encode("utf-8")
+      result.documents.append(PlacedDocument(
+          *placement(identity, config), text=text,
+          digest=hashlib.blake2b(text, digest_size=16).digest(), sentences=len(lines),
+          words=words))
+  return result

@@ -1,0 +1,137 @@
+"""Wikipedia dumps, WikiExtractor output, books, paragraphs -> create_pretraining_data's input.
+
+One sentence a line, a blank line between documents, UTF-8; one article (or book, or document)
+a document. Streaming, on all cores, deterministic: the same inputs give the same shards
+whatever --num_workers, and on Beam (--runner). See data_gen/corpus_pipeline.py.
+
+  prepare_corpus --input_file=enwiki-latest-pages-articles-multistream.xml.bz2 \\
+    --output_file=corpus/wiki.txt --num_output_shards=100 --holdout_fraction=0.001
+  create_pretraining_data --input_file='corpus/wiki.txt-*' ...
+
+Writes the training shards <output_file>-0000i-of-0000N, the held-out ones beside them
+(corpus/wiki.holdout.txt-...) and the stats (corpus/wiki.stats.json).
+"""
+import contextlib
+import os
+import sys
+
+from absl import app
+from absl import flags
+
+from bert_tf.common import errors
+from bert_tf.common import output_lock
+from data_gen import corpus_config
+from data_gen import instances
+from data_gen import sentences
+
+# No TensorFlow here: the spawned workers re-import this module.
+
+flags.DEFINE_string("input_file", None,
+                    "Input files (comma-separated, globs allowed): Wikipedia XML dumps (.xml, "
+                    ".xml.bz2; a multistream dump's index is found beside it), WikiExtractor "
+                    "output, books, or paragraph files.")
+flags.DEFINE_string("output_file", None,
+                    "Output prefix: the shards are <output_file>-0000i-of-0000N (or the file "
+                    "itself without --num_output_shards).")
+flags.DEFINE_enum("source", "auto", corpus_config.SOURCES,
+                  "The inputs' kind; auto: detected per file from its first bytes.")
+flags.DEFINE_enum("sentence_splitter", sentences.DEFAULT, sentences.NAMES,
+                  "The sentence segmenter (data_gen/sentences.py).")
+flags.DEFINE_integer("num_output_shards", None, "Training shards to write.")
+flags.DEFINE_float("holdout_fraction", 0.0,
+                   "Share of the documents held out for evaluation (chosen by a hash of their "
+                   "identity), written to <output_file's stem>.holdout<ext>-0000i-of-0000M.")
+flags.DEFINE_integer("num_holdout_shards", 1, "Held-out shards to write.")
+flags.DEFINE_integer("min_sentences", 1, "Drop documents with fewer sentences.")
+flags.DEFINE_integer("min_words", 0, "Drop documents with fewer words.")
+flags.DEFINE_bool("dedup", False, "Drop documents whose exact text an earlier one has.")
+flags.DEFINE_float("page_time_limit", 60.0,
+                   "Seconds a Wikipedia page may take to parse; longer ones are skipped and "
+                   "counted (0: no limit).")
+flags.DEFINE_integer("num_workers", None, "Worker processes (default: all cores).")
+flags.DEFINE_string("runner", None,
+                    "Run as an Apache Beam pipeline on this runner, with the Beam pipeline "
+                    "options given beside the flags (as create_pretraining_data).")
+
+FLAGS = flags.FLAGS
+PROGRAM = "prepare_corpus"
+
+
+def _config() -> corpus_config.CorpusConfig:
+  return corpus_config.CorpusConfig(
+      source=FLAGS.source, sentence_splitter=FLAGS.sentence_splitter,
+      num_output_shards=FLAGS.num_output_shards, holdout_fraction=FLAGS.holdout_fraction,
+      num_holdout_shards=FLAGS.num_holdout_shards, min_sentences=FLAGS.min_sentences,
+      min_words=FLAGS.min_words, dedup=FLAGS.dedup, page_time_limit=FLAGS.page_time_limit)
+
+
+def _run(config, options, num_workers: int, workers) -> dict:
+  """The job (on Beam with `options`, else on the `num_workers` `workers`): its stats."""
+  # pylint: disable=g-import-not-at-top  (TensorFlow, under the output helpers: not in workers)
+  from data_gen import corpus_pipeline
+  from data_gen import pipeline
+  from tfrecords import datasets
+  input_files = datasets.list_files(FLAGS.input_file)
+  train, holdout = corpus_pipeline.output_paths(FLAGS.output_file, config)
+  output_lock.check_not_input(
+      train + holdout + [pipeline.stats_path(FLAGS.output_file)],
+      "--output_file", [("--input_file", p) for p in FLAGS.input_file.split(",")])
+  with output_lock.lock_output_files([FLAGS.output_file]):
+    if options is not None:
+      from data_gen import corpus_beam
+      return corpus_beam.prepare_corpus(input_files, FLAGS.output_file, config, options)
+    return corpus_pipeline.prepare_corpus(input_files, FLAGS.output_file, config, num_workers,
+                                          workers=workers)
+
+
+def main(argv):
+  beam_args = argv[1:]
+  if beam_args and not FLAGS.runner:
+    sys.exit(f"{PROGRAM}: error: unexpected arguments {' '.join(beam_args)} (Beam pipeline "
+             "options go with --runner)")
+  if FLAGS.runner and FLAGS.num_workers is not None:
+    sys.exit(f"{PROGRAM}: error: --num_workers is for the local worker processes; with "
+             "--runner, give the runner's options (--direct_num_workers=N, --num_workers=N on "
+             "Dataflow)")
+  options = workers = None
+  num_workers = FLAGS.num_workers or len(os.sched_getaffinity(0))
+  try:
+    config = _config()
+    if FLAGS.runner:
+      try:
+        from data_gen import beam_options  # pylint: disable=g-import-not-at-top
+      except ImportError as e:
+        raise ValueError(f"--runner needs Apache Beam: pip install -e '.[beam]' ({e})") \
+            from None
+      options = beam_options.pipeline_options([f"--runner={FLAGS.runner}", *beam_args])
+    else:  # started first: they boot while this process loads the output helpers
+      workers = instances.start_workers(num_workers)
+  except ValueError as e:
+    sys.exit(f"{PROGRAM}: error: {e}")
+  with errors.exit_on_user_error(PROGRAM), workers or contextlib.nullcontext():
+    stats = _run(config, options, num_workers, workers)
+  # pylint: disable=g-import-not-at-top
+  from data_gen import corpus_pipeline
+  from data_gen import pipeline
+  print(corpus_pipeline.summary(stats))
+  print(f"wrote {len(stats['output_files'])} file(s) ({next(iter(stats['output_files']))}"
+        f"{', ...' if len(stats['output_files']) > 1 else ''}); stats in "
+        f"{pipeline.stats_path(FLAGS.output_file)}")
+
+
+def _parse_flags(argv: list[str]) -> list[str]:
+  """Our flags; what is left (a Beam pipeline option) goes on to main, which checks it."""
+  try:
+    return FLAGS(argv, known_only=True)
+  except flags.Error as e:
+    sys.exit(f"{PROGRAM}: error: {e}")
+
+
+def run():
+  """The `prepare_corpus` console script."""
+  flags.mark_flags_as_required(["input_file", "output_file"])
+  app.run(main, flags_parser=_parse_flags)
+
+
+if __name__ == "__main__":
+  run()
