@@ -296,7 +296,7 @@ _USER_ERROR = re.compile(
 _STEP = re.compile(r" \[while running '[^']*'\]$")
 
 
-def _user_error(error: Exception) -> ValueError | None:
+def user_error(error: Exception) -> ValueError | None:
   """The user's error (a file not text, the corpus empty, a disk full, the runner's options or
   extra missing...) in the error a failed pipeline raises: itself, on one line, without the
   step Beam appends, when it was raised in this process; else found in a worker's traceback
@@ -355,10 +355,10 @@ def create_pretraining_data(input_files: list[str],
       result = p.run()
       result.wait_until_finish()
     except Exception as e:  # pylint: disable=broad-except  (re-raised unless a user's error)
-      user_error = _user_error(e)
-      if user_error is None:
+      found = user_error(e)
+      if found is None:
         raise
-      raise user_error from None
+      raise found from None
     with tf.io.gfile.GFile(f"{scratch}/stats.json") as f:
       stats = json.load(f)
     # All or none, as the local path: no shard under its name before every one is complete.

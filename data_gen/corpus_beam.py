@@ -1,0 +1,217 @@
+"""prepare_corpus as an Apache Beam pipeline: the local path's shards, byte for byte.
+
+`prepare_corpus --runner=NAME [Beam pipeline options]` runs this instead of the local worker
+processes (`corpus_pipeline`). The steps:
+
+  Plan      per input file: its units (`corpus_sources.plan_units`: raw documents, or a
+            multistream dump's byte ranges), keyed by their order (file, unit).
+  Clean     per unit: `corpus_units.process_unit`, run in a one-process pool of the Beam worker
+            (the page time limit's SIGALRM needs a main thread, and Beam runs bundles on
+            threads); the unit's documents to a scratch file, back to back, and a small entry
+            per document (split, shard, size, counts, text hash).
+  Shards    per output file: every unit's documents of that shard and split, in unit order,
+            copied from the scratch files; --dedup decided over all units in order, as the
+            local path decides it. Written under temporary names, renamed by the driver once
+            every one is complete.
+  Stats     one element: the totals (`corpus_pipeline.Totals`, the local path's), to the
+            scratch directory; the driver adds the timing and writes the stats file.
+
+Deterministic: a document's shard and split depend on its identity, its place on its unit's
+order, never on which worker ran what. Only units, file names and small entries cross between
+steps. The inputs, the scratch directory and the outputs are local paths (or a file system all
+workers mount): the readers open files directly.
+"""
+import collections
+import dataclasses
+import json
+import os
+import shutil
+import time
+import uuid
+
+import apache_beam as beam
+from apache_beam.options import pipeline_options as options_lib
+import numpy as np
+
+from bert_tf.common.errors import DataError
+from data_gen import beam_options
+from data_gen import beam_pipeline
+from data_gen import corpus_pipeline
+from data_gen import corpus_sources
+from data_gen import corpus_units
+from data_gen import instances
+from data_gen import pipeline
+from data_gen.corpus_config import CorpusConfig
+
+
+@dataclasses.dataclass
+class UnitFile:
+  """A cleaned unit: its documents in `path` (None: it has none), back to back.
+
+  entries: [documents, 5] int64: split, shard, bytes, sentences, words.
+  digests: each document's text hash, for --dedup.
+  """
+  order: tuple[int, int]
+  path: str | None
+  entries: np.ndarray
+  digests: list[bytes]
+  counts: collections.Counter
+  source_bytes: int
+  warnings: list[str]
+
+
+def _plan(file: tuple[int, str, str], unit_chars: int):
+  """Plan: one input file's units."""
+  file_index, path, kind = file
+  try:
+    yield from corpus_sources.plan_units(file_index, path, kind, unit_chars)
+  except DataError as e:  # as a ValueError: the form `beam_pipeline.user_error` finds
+    raise ValueError(str(e)) from None
+
+
+class _Clean(beam.DoFn):
+  """Clean: a unit's documents, made by a worker process of this Beam worker."""
+
+  def __init__(self, config: CorpusConfig, scratch: str):
+    super().__init__()
+    self.config, self.scratch = config, scratch
+
+  def setup(self):
+    self.pool = instances.start_workers(1)
+
+  def teardown(self):
+    self.pool.shutdown(wait=True, cancel_futures=True)
+
+  def process(self, unit: corpus_sources.Unit):
+    try:
+      result = self.pool.submit(corpus_units.process_unit, unit, self.config).result()
+    except DataError as e:  # as a ValueError: the form `beam_pipeline.user_error` finds
+      raise ValueError(str(e)) from None
+    path = None
+    if result.documents:
+      path = os.path.join(self.scratch, "unit-%06d-%08d" % unit.order)
+      tmp = f"{path}.tmp-{uuid.uuid4().hex}"  # a retried element rewrites it whole
+      with open(tmp, "wb") as f:
+        f.writelines(doc.text for doc in result.documents)
+      os.replace(tmp, path)
+    entries = np.array([(d.split, d.shard, len(d.text), d.sentences, d.words)
+                        for d in result.documents], np.int64).reshape(-1, 5)
+    yield UnitFile(order=unit.order, path=path, entries=entries,
+                   digests=[d.digest for d in result.documents], counts=result.counts,
+                   source_bytes=result.source_bytes, warnings=result.warnings)
+
+
+def _documents(units: list[UnitFile], dedup: bool):
+  """(unit, its entry, byte offset in its file) of every document written, in job order."""
+  seen = set() if dedup else None
+  for unit in sorted(units, key=lambda u: u.order):
+    offset = 0
+    for entry, digest in zip(unit.entries.tolist(), unit.digests):
+      if seen is None or digest not in seen:
+        if seen is not None:
+          seen.add(digest)
+        yield unit, entry, offset
+      offset += entry[2]
+
+
+def _write_shard(target: tuple[int, int], paths: list[list[str]], units: list[UnitFile],
+                 dedup: bool, suffix: str) -> tuple[str, int]:
+  """Shards: output file `target` (split, shard) under its name + `suffix`."""
+  split, shard = target
+  path, count = paths[split][shard], 0
+  files = {}
+  try:
+    with open(path + suffix, "wb") as out:
+      for unit, entry, offset in _documents(units, dedup):
+        if (entry[0], entry[1]) == target:
+          if unit.path not in files:
+            files[unit.path] = os.open(unit.path, os.O_RDONLY)
+          out.write(os.pread(files[unit.path], entry[2], offset))
+          count += 1
+  finally:
+    for fd in files.values():
+      os.close(fd)
+  return path, count
+
+
+def _write_stats(unused_element, units: list[UnitFile], shards: list[tuple[str, int]],
+                 input_files: list[str], kinds: dict[str, str], config: CorpusConfig,
+                 outputs: list[str], path: str) -> None:
+  """Stats: the local path's totals, to `path`."""
+  totals = corpus_pipeline.Totals(config.dedup)
+  for unit in sorted(units, key=lambda u: u.order):
+    totals.add_unit(unit.counts, unit.source_bytes, unit.warnings)
+    for entry, digest in zip(unit.entries.tolist(), unit.digests):
+      if totals.keep(digest):
+        totals.add_document(entry[0], entry[2], entry[3], entry[4])
+  if not sum(totals.documents):
+    raise corpus_pipeline.empty_corpus(input_files, totals.counts)
+  counts = dict(shards)
+  stats = totals.stats(input_files, kinds, config, {p: counts[p] for p in outputs})
+  with open(path, "w", encoding="utf-8") as f:
+    json.dump(stats, f)
+
+
+def prepare_corpus(input_files: list[str],
+                   output_file: str,
+                   config: CorpusConfig,
+                   options: options_lib.PipelineOptions,
+                   unit_chars: int = corpus_sources.UNIT_CHARS) -> dict:
+  """`corpus_pipeline.prepare_corpus`'s shards, stats file and result, from a Beam pipeline.
+
+  Args:
+    input_files, output_file, config, unit_chars: as `corpus_pipeline.prepare_corpus`.
+    options: the Beam pipeline options, from `beam_options.pipeline_options`.
+
+  Returns:
+    The stats, also written as JSON to `pipeline.stats_path(output_file)`, with the runner.
+
+  Raises:
+    ValueError: an input not what its source kind reads, or no document left, naming it.
+  """
+  input_files = corpus_sources.without_indexes(list(input_files))
+  kinds = corpus_pipeline.source_kinds(input_files, config.source)
+  train, holdout = corpus_pipeline.output_paths(output_file, config)
+  outputs = train + holdout
+  corpus_pipeline.check_outputs(input_files, outputs)
+  job = f"beam-{uuid.uuid4().hex[:12]}"
+  scratch, suffix = pipeline.scratch_dir(outputs[0], job), f".tmp-{job}"
+  os.makedirs(scratch)
+  start = time.monotonic()
+  try:
+    try:
+      p = beam.Pipeline(options=options)
+      side = beam.pvalue.AsList
+      units = (p | "Files" >> beam.Create([(i, path, kinds[path])
+                                           for i, path in enumerate(input_files)])
+               | "Plan" >> beam.FlatMap(_plan, unit_chars)
+               | "Spread" >> beam.Reshuffle()
+               | "Clean" >> beam.ParDo(_Clean(config, scratch)))
+      targets = [(corpus_units.TRAIN, s) for s in range(len(train))] + \
+                [(corpus_units.HOLDOUT, s) for s in range(len(holdout))]
+      shards = (p | "Outputs" >> beam.Create(targets)
+                | "Shards" >> beam.Map(_write_shard, [train, holdout], side(units),
+                                       config.dedup, suffix))
+      _ = (p | "Job" >> beam.Create([None])
+           | "Stats" >> beam.Map(_write_stats, side(units), side(shards), input_files, kinds,
+                                 config, outputs, os.path.join(scratch, "stats.json")))
+      p.run().wait_until_finish()
+    except Exception as e:  # pylint: disable=broad-except  (re-raised unless a user's error)
+      found = beam_pipeline.user_error(e)
+      if found is None:
+        raise
+      raise found from None
+    with open(os.path.join(scratch, "stats.json"), encoding="utf-8") as f:
+      stats = json.load(f)
+    for path in outputs:  # all or none, as the local path
+      os.replace(path + suffix, path)
+  finally:
+    for path in outputs:
+      if os.path.exists(path + suffix):
+        os.remove(path + suffix)
+    shutil.rmtree(scratch, ignore_errors=True)
+  stats = {**corpus_pipeline.with_timing(stats, time.monotonic() - start,
+                                         beam_options.num_workers(options)),
+           "runner": beam_options.runner(options)}
+  pipeline.write_json(pipeline.stats_path(output_file), stats)
+  return stats

@@ -1,0 +1,94 @@
+"""prepare_corpus on Apache Beam (data_gen/corpus_beam.py): the local path's shards and stats,
+byte for byte, from every source kind with shards, a held-out split and --dedup; the local
+path's one-line errors. Runs on the FnApiRunner, offline."""
+import bz2
+import os
+
+import pytest
+
+pytest.importorskip("apache_beam")
+
+# pylint: disable=g-import-not-at-top  (after the skip: Beam is an optional extra)
+from data_gen import beam_options
+from data_gen import corpus_beam
+from data_gen import corpus_pipeline
+from data_gen.corpus_config import CorpusConfig
+
+HEADER = '<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.10/" version="0.10">\n'
+CONFIG = CorpusConfig(num_output_shards=3, holdout_fraction=0.25, num_holdout_shards=2,
+                      dedup=True, min_sentences=2)
+RUN_KEYS = ("seconds", "source_mb_per_second", "num_workers", "runner", "output_files")
+
+
+def _page(page_id: int, text: str, ns: int = 0) -> str:
+  return (f"<page><title>Page {page_id}</title><ns>{ns}</ns><id>{page_id}</id><revision>"
+          f"<text>{text}</text></revision></page>\n")
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+  """A multistream dump with its index (two streams), a plain bz2 dump, a book, paragraphs;
+  a page repeated (--dedup), a one-sentence page (--min_sentences), a project page."""
+  folder = tmp_path_factory.mktemp("inputs")
+  texts = {i: f"Page {i} is about [[thing {i}|things]]. It has two sentences. "
+              + "Really. " * (i % 2) for i in range(1, 13)}
+  pages = [_page(i, text) for i, text in texts.items()]
+  pages += [_page(20, "Page 1 is about things. Once."), _page(21, "One sentence only."),
+            _page(22, "Project page. Not an article.", ns=4), _page(23, texts[1])]
+  streams, index = [bz2.compress(HEADER.encode())], []
+  for start in (0, 8):
+    index += [f"{sum(map(len, streams))}:{100 + i}:Page\n" for i in range(start, start + 8)]
+    streams.append(bz2.compress("".join(pages[start:start + 8]).encode()))
+  streams.append(bz2.compress(b"</mediawiki>\n"))
+  dump = folder / "tiny-multistream.xml.bz2"
+  dump.write_bytes(b"".join(streams))
+  (folder / "tiny-multistream-index.txt.bz2").write_bytes(bz2.compress("".join(index).encode()))
+  plain = folder / "other.xml.bz2"
+  plain.write_bytes(bz2.compress((HEADER + "".join(_page(40 + i, f"Other {i}. Text {i}.")
+                                                   for i in range(6)) +
+                                  "</mediawiki>\n").encode()))
+  book = folder / "book.txt"
+  book.write_text("*** START OF THE PROJECT GUTENBERG EBOOK X ***\n\nCHAPTER I.\n\nIt began "
+                  "here.\nIt went on.\n\n*** END OF THE PROJECT GUTENBERG EBOOK X ***\n",
+                  encoding="utf-8")
+  paragraphs = folder / "paragraphs.txt"
+  paragraphs.write_text("A first. A second.\n\nB first. B second.\n\nA first. A second.\n",
+                        encoding="utf-8")
+  return [str(p) for p in (dump, plain, book, paragraphs)]
+
+
+def _contents(folder):
+  return {name: (folder / name).read_bytes() for name in sorted(os.listdir(folder))
+          if not name.endswith(".json")}
+
+
+@pytest.mark.parametrize("beam_args", [
+    ["--runner=FnApiRunner", "--direct_num_workers=1"],
+    pytest.param(["--runner=FnApiRunner", "--direct_num_workers=2",
+                  "--direct_running_mode=multi_processing"], marks=pytest.mark.slow),
+], ids=["1-worker", "2-workers"])
+def test_the_shards_and_stats_are_the_local_paths(tmp_path, inputs, beam_args):
+  local = corpus_pipeline.prepare_corpus(inputs, str(tmp_path / "local" / "corpus.txt"),
+                                         CONFIG, num_workers=2, unit_chars=64)
+  beam = corpus_beam.prepare_corpus(inputs, str(tmp_path / "beam" / "corpus.txt"), CONFIG,
+                                    beam_options.pipeline_options(beam_args), unit_chars=64)
+  assert _contents(tmp_path / "beam") == _contents(tmp_path / "local")
+  assert len(_contents(tmp_path / "local")) == 5
+  assert {k: v for k, v in beam.items() if k not in RUN_KEYS} == \
+      {k: v for k, v in local.items() if k not in RUN_KEYS}
+  assert list(beam["output_files"].values()) == list(local["output_files"].values())
+  assert local["skipped"] == {"duplicate": 2, "namespace": 1, "too_few_sentences": 1}
+  assert beam["runner"] == "FnApiRunner"
+  # Nothing left but the outputs and the stats (no scratch, no temporary file).
+  assert sorted(os.listdir(tmp_path / "beam")) == sorted(
+      list(_contents(tmp_path / "local")) + ["corpus.stats.json"])
+
+
+def test_errors_are_the_local_paths_one_line(tmp_path):
+  cut = tmp_path / "cut.xml.bz2"
+  cut.write_bytes(bz2.compress((HEADER + _page(1, "Some text. More.") * 50 +
+                                "</mediawiki>").encode())[:200])
+  with pytest.raises(ValueError, match=f"^{cut}: truncated"):
+    corpus_beam.prepare_corpus([str(cut)], str(tmp_path / "out" / "corpus.txt"), CONFIG,
+                               beam_options.pipeline_options(["--runner=FnApiRunner"]))
+  assert os.listdir(tmp_path / "out") == []
