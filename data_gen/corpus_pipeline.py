@@ -148,8 +148,9 @@ def prepare_corpus(input_files: list[str],
     output_file: the prefix the shards are named from (`output_paths`).
     config: the job's settings.
     num_workers: worker processes.
-    workers: those workers, already started (`instances.start_workers`); default: started
-      here. Shut down as the job ends.
+    workers: a pool of worker processes (`instances.start_workers`) the caller started and
+      shuts down (prepare_corpus starts them before anything else); default: `num_workers`
+      started here and shut down as the job ends.
     unit_chars: a unit's size; the output does not depend on it.
     progress_seconds: how often a progress line goes to stderr.
 
@@ -167,8 +168,10 @@ def prepare_corpus(input_files: list[str],
   totals = Totals(config.dedup)
   start = last_progress = time.monotonic()
   with contextlib.ExitStack() as stack:
-    pool = workers or instances.start_workers(num_workers)
-    stack.callback(pool.shutdown, wait=True, cancel_futures=True)  # last, and on an error
+    pool = workers
+    if pool is None:
+      pool = instances.start_workers(num_workers)
+      stack.callback(pool.shutdown, wait=True, cancel_futures=True)  # last, and on an error
     shards = [[stack.enter_context(open(stack.enter_context(files_lib.temporary_path(p)), "wb"))
                for p in paths] for paths in (train, holdout)]
     written = [[0] * len(paths) for paths in (train, holdout)]

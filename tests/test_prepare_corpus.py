@@ -15,6 +15,7 @@ from bert_tf.common.errors import DataError
 from data_gen import corpus_pipeline
 from data_gen import corpus_sources
 from data_gen import corpus_units
+from data_gen import instances
 from data_gen import pipeline
 from data_gen import wikitext
 from data_gen.config import PretrainingDataConfig
@@ -158,9 +159,17 @@ def _multistream(folder, pages=PAGES, per_stream=2) -> str:
   return _write(folder / "tinywiki-pages-articles-multistream.xml.bz2", b"".join(streams))
 
 
-def _run(inputs, out, num_workers=1, unit_chars=100, **settings) -> dict:
+@pytest.fixture(scope="module")
+def pool():
+  """Two workers the tests share (each job's own would cost a spawn each)."""
+  with instances.start_workers(2) as workers:
+    yield workers
+
+
+def _run(inputs, out, pool=None, num_workers=2, unit_chars=100, **settings) -> dict:
+  """The job on `pool` (a fixture's), or on `num_workers` of its own."""
   config = CorpusConfig(**settings)
-  return corpus_pipeline.prepare_corpus(inputs, str(out), config, num_workers,
+  return corpus_pipeline.prepare_corpus(inputs, str(out), config, num_workers, workers=pool,
                                         unit_chars=unit_chars)
 
 
@@ -182,9 +191,9 @@ def test_wikitext_keeps_the_prose_and_drops_the_markup():
       ["Tallinn is a city. See Category:Cities."]
 
 
-def test_a_dump_becomes_one_document_per_article_one_sentence_a_line(tmp_path):
+def test_a_dump_becomes_one_document_per_article_one_sentence_a_line(tmp_path, pool):
   dump = _write(tmp_path / "tiny.xml", _dump())
-  stats = _run([dump], tmp_path / "out" / "wiki.txt")
+  stats = _run([dump], tmp_path / "out" / "wiki.txt", pool)
   assert _read(tmp_path / "out" / "wiki.txt") == DUMP_TEXT
   assert stats["documents_in"] == 6 and stats["documents_out"] == 3
   assert stats["skipped"] == {"redirect": 1, "disambiguation": 1, "namespace": 1}
@@ -196,7 +205,7 @@ def test_a_dump_becomes_one_document_per_article_one_sentence_a_line(tmp_path):
   assert sorted(os.listdir(tmp_path / "out")) == ["wiki.stats.json", "wiki.txt"]
 
 
-def test_bz2_multistream_and_utf16_dumps_give_the_same_bytes(tmp_path):
+def test_bz2_multistream_and_utf16_dumps_give_the_same_bytes(tmp_path, pool):
   """The plain dump, its .bz2, the multistream dump split by its index into one unit per
   stream (read by the workers), and the dump in UTF-16: one output."""
   text = _dump()
@@ -214,30 +223,30 @@ def test_bz2_multistream_and_utf16_dumps_give_the_same_bytes(tmp_path):
   units = list(corpus_sources.plan_units(0, dumps["multistream"], "wikipedia", unit_chars=4))
   assert len(units) == 3 and all(u.stream_range and not u.items for u in units)
   for name, dump in dumps.items():
-    stats = _run([dump], tmp_path / name / "wiki.txt", num_workers=2)
+    stats = _run([dump], tmp_path / name / "wiki.txt", pool)
     assert _read(tmp_path / name / "wiki.txt") == DUMP_TEXT, name
     assert stats["skipped"] == {"redirect": 1, "disambiguation": 1, "namespace": 1}, name
 
 
-def test_wikiextractor_books_and_paragraphs(tmp_path, caplog):
+def test_wikiextractor_books_and_paragraphs(tmp_path, caplog, pool):
   extracted = _write(tmp_path / "wiki_00", WIKIEXTRACTOR)
   book = _write(tmp_path / "tiny.txt", BOOK)
   bare = _write(tmp_path / "bare.txt", "It was a dark night. Nobody came.\n")
   paragraphs = _write(tmp_path / "paragraphs.txt", PARAGRAPHS)
   assert [corpus_sources.detect(p) for p in (extracted, book, paragraphs)] == \
       ["wikiextractor", "books", "paragraphs"]
-  stats = _run([extracted], tmp_path / "w" / "out.txt")
+  stats = _run([extracted], tmp_path / "w" / "out.txt", pool)
   assert _read(tmp_path / "w" / "out.txt") == (
       "Alpha is a letter.\nIt is old.\nThe letter came from Phoenician writing.\n\n"
       "Beta is the second letter.\n\n")
-  stats = _run([book], tmp_path / "b" / "out.txt")
+  stats = _run([book], tmp_path / "b" / "out.txt", pool)
   assert _read(tmp_path / "b" / "out.txt") == BOOK_TEXT and stats["books_without_markers"] == 0
   # A book without the markers: taken whole, with a warning naming it.
-  stats = _run([bare], tmp_path / "bare" / "out.txt", source="books")
+  stats = _run([bare], tmp_path / "bare" / "out.txt", pool, source="books")
   assert _read(tmp_path / "bare" / "out.txt") == "It was a dark night.\nNobody came.\n\n"
   assert stats["books_without_markers"] == 1 and bare in stats["warnings"][0]
   assert any(bare in r.getMessage() and "markers" in r.getMessage() for r in caplog.records)
-  _run([paragraphs], tmp_path / "p" / "out.txt")
+  _run([paragraphs], tmp_path / "p" / "out.txt", pool)
   assert _read(tmp_path / "p" / "out.txt") == (
       "First document, first paragraph.\nA second sentence.\nA second paragraph.\n\n"
       "Second document.\n\n")
@@ -308,11 +317,11 @@ def test_shards_holdout_and_dedup_by_identity_the_same_for_1_and_2_workers(
   assert written.count("Delta is also a river mouth.") == 1
 
 
-def test_filters_count_what_they_drop(tmp_path, mixed_inputs):
-  stats = _run(mixed_inputs[1:2], tmp_path / "out.txt", min_sentences=3, min_words=12)
+def test_filters_count_what_they_drop(tmp_path, mixed_inputs, pool):
+  stats = _run(mixed_inputs[1:2], tmp_path / "out.txt", pool, min_sentences=3, min_words=12)
   # Pages with i % 3 == 0 have 2 sentences, all the others 4 or 6 (and 5+ words a sentence).
   assert stats["skipped"] == {"too_few_sentences": 11}
-  stats = _run(mixed_inputs[1:2], tmp_path / "words.txt", min_words=20)
+  stats = _run(mixed_inputs[1:2], tmp_path / "words.txt", pool, min_words=20)
   assert stats["skipped"] == {"too_few_words": 11}
   assert all(len(doc.split()) >= 20 for doc in _read(tmp_path / "words.txt").split("\n\n")
              if doc)
@@ -332,12 +341,12 @@ def test_create_pretraining_data_reads_the_output(tmp_path, local_run, tokenizer
   assert stats["unk_rate"] < 0.01
 
 
-def test_a_page_that_parses_too_long_is_skipped_and_counted(tmp_path):
+def test_a_page_that_parses_too_long_is_skipped_and_counted(tmp_path, pool):
   """mwparserfromhell takes seconds over thousands of unclosed links; the timer interrupts it
   (its C tokenizer checks for signals) and the job goes on."""
   slow = ("16", "Slow", 0, False, "[[a|" * 3000)
   dump = _write(tmp_path / "slow.xml", _dump(PAGES[:2] + [slow] + PAGES[5:]))
-  stats = _run([dump], tmp_path / "out" / "wiki.txt", num_workers=1, page_time_limit=0.05)
+  stats = _run([dump], tmp_path / "out" / "wiki.txt", pool, page_time_limit=0.05)
   assert stats["skipped"] == {"page_timeout": 1}
   assert _read(tmp_path / "out" / "wiki.txt") == DUMP_TEXT
   assert stats["seconds"] < 30
@@ -359,14 +368,14 @@ def test_a_page_that_parses_too_long_is_skipped_and_counted(tmp_path):
     ("nopages.xml", HEADER + "</mediawiki>\n", {}, "a MediaWiki dump without a single <page>"),
     ("cut_doc", WIKIEXTRACTOR[:-7], {}, ":11: a <doc> block without its </doc>"),
 ])
-def test_bad_input_is_one_error_naming_the_file_and_nothing_is_left(tmp_path, name, data,
-                                                                    settings, message):
+def test_bad_input_is_one_error_naming_the_file_and_nothing_is_left(tmp_path, pool, name,
+                                                                    data, settings, message):
   path = _write(tmp_path / name, data)
   good = _write(tmp_path / "good.txt", PARAGRAPHS)
   out = tmp_path / "out"
   with pytest.raises(DataError, match="^" + re.escape(path) + ".*" + message):
     # (A good file first: its shards are open when the bad one fails.)
-    _run([path] if settings else [good, path], out / "corpus.txt", num_output_shards=2,
+    _run([path] if settings else [good, path], out / "corpus.txt", pool, num_output_shards=2,
          **settings)
   assert os.listdir(out) == []
 
