@@ -40,6 +40,8 @@ _DROP_LINE = "\0"
 # Markup that no prose line holds once parsing is done.
 LEFTOVER_MARKUP = re.compile(r"\{\{|\}\}|\[\[|\]\]|\{\||^\s*[|!]")
 MAGIC_WORD = re.compile(r"__[A-Z]+__")
+TABLE_OPEN = re.compile(r"^[:\s]*\{\|")
+TABLE_CLOSE = re.compile(r"^\s*\|\}")
 # Brackets emptied by a dropped template: "Tallinn (; Estonian: ...)" -> "Tallinn (Estonian: ...)".
 EMPTY_BRACKETS = re.compile(r"\(\s*[,;:]?\s*\)")
 BRACKET_LEADING_PUNCTUATION = re.compile(r"\(\s*[,;:]\s*")
@@ -92,9 +94,27 @@ def _render(nodes, out: list[str]) -> None:
     # Templates, template arguments, comments: nothing.
 
 
+def without_tables(wikitext: str) -> str:
+  """The wikitext less its tables (`{|` to `|}`, each at a line's start, nested too): they are
+  dropped anyway, and tokenizing them is most of mwparserfromhell's time on pages that have
+  them (1.3 s of a page of award tables; the English sample parses 6x faster without). A table
+  left open is the parser's to judge: the text is returned as it is."""
+  if "{|" not in wikitext:
+    return wikitext
+  kept, depth = [], 0
+  for line in wikitext.split("\n"):
+    if TABLE_OPEN.match(line):
+      depth += 1
+    if not depth:
+      kept.append(line)
+    elif TABLE_CLOSE.match(line):
+      depth -= 1
+  return wikitext if depth else "\n".join(kept)
+
+
 def parse(wikitext: str):
-  """The parsed page (mwparserfromhell's Wikicode): the slow step."""
-  return mwparserfromhell.parse(wikitext)
+  """The parsed page (mwparserfromhell's Wikicode), tables left out: the slow step."""
+  return mwparserfromhell.parse(without_tables(wikitext))
 
 
 def is_disambiguation(code) -> bool:

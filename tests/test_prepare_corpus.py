@@ -191,6 +191,12 @@ def test_wikitext_keeps_the_prose_and_drops_the_markup():
       ["Tallinn is a city. See Category:Cities."]
 
 
+def test_tables_are_cut_before_parsing_nested_ones_too():
+  assert wikitext.without_tables("Before.\n{| a\n| x\n:{|\n| nested\n|}\n| y\n |}\nAfter.") == \
+      "Before.\nAfter."
+  assert wikitext.without_tables("A.\n{|\n| left open") == "A.\n{|\n| left open"
+
+
 def test_a_dump_becomes_one_document_per_article_one_sentence_a_line(tmp_path, pool):
   dump = _write(tmp_path / "tiny.xml", _dump())
   stats = _run([dump], tmp_path / "out" / "wiki.txt", pool)
