@@ -12,6 +12,8 @@ task's name, its settings, and toy data to build it on) and inherits one test pe
   - its warm-up requests pass its serving signature;
   - the export loads and answers, as in process, where only tensorflow and tensorflow_text
     can be imported;
+  - every signature of the export answers an empty batch (TF Serving passes one through) with
+    0 rows of every output;
   - every op of the export is one stock TF Serving 2.20 links, and none needs XLA.
 """
 import dataclasses
@@ -171,6 +173,20 @@ class TaskContract:
         assert served[key] == _plain(value.tolist()), key
       else:
         np.testing.assert_allclose(served[key], value, rtol=1e-5, atol=1e-5, err_msg=key)
+
+  @pytest.mark.slow
+  @pytest.mark.parametrize("width", [0, 8])
+  def test_every_signature_answers_an_empty_batch_with_empty_outputs(self, exported, width):
+    # 0 rows; a [batch, seq] input `width` wide (0: nothing at all, as an empty text batch packs).
+    signatures = tf.saved_model.load(exported[2]).signatures
+    for name, serve in signatures.items():
+      inputs = {key: tf.zeros([0] + [width if d is None else d for d in spec.shape[1:]],
+                              spec.dtype)
+                for key, spec in serve.structured_input_signature[1].items()}
+      outputs = serve(**inputs)
+      assert outputs, name
+      for key, value in outputs.items():
+        assert value.shape[0] == 0, (name, key, value.shape)
 
   @pytest.mark.slow
   def test_every_exported_op_is_one_tf_serving_links(self, exported, ops_outside_tf_serving):

@@ -76,7 +76,9 @@ class TextPacker(tf.Module):
     # to max_seq_length pays for all of it. The padding columns cut are masked out everywhere,
     # so the answers are the padded batch's (the mask is a prefix of ones, so its longest row
     # is the batch's length).
-    length = tf.reduce_max(tf.reduce_sum(packed["input_mask"], axis=1))
+    # At least 1: an empty batch (TF Serving passes one through) has no longest (its maximum
+    # is int32's smallest), and the encoder's [CLS] slice needs a column, even of no rows.
+    length = tf.maximum(tf.reduce_max(tf.reduce_sum(packed["input_mask"], axis=1)), 1)
     # int32, as the token-ids signature takes them: the model then runs one graph for both.
     return {name: tf.cast(ids[:, :length], tf.int32) for name, ids in packed.items()}
 
@@ -85,11 +87,16 @@ def ids_signature(predict_ids: Callable[[dict], dict], shape: list):
   """IDS_SIGNATURE's concrete function: the encoder's three inputs (INPUT_NAMES), int32 of
   `shape` ([None, None], or [None, num_choices, None]) → predict_ids({name: ids})."""
   spec = tf.TensorSpec(shape, tf.int32)
-  serve = tf.function(
-      lambda input_word_ids, input_mask, input_type_ids: predict_ids(dict(
-          zip(INPUT_NAMES, (input_word_ids, input_mask, input_type_ids)))),
-      input_signature=[spec] * len(INPUT_NAMES))
-  return serve.get_concrete_function()
+
+  def serve(input_word_ids, input_mask, input_type_ids):
+    # An empty batch may come with no columns either ([0, 0]): one padding column (masked out)
+    # gives the encoder's [CLS] slice something to take, as TextPacker's packing does.
+    missing = tf.maximum(1 - tf.shape(input_mask)[-1], 0)
+    paddings = [[0, 0]] * (len(shape) - 1) + [[0, missing]]
+    return predict_ids({name: tf.pad(ids, paddings) for name, ids in zip(
+        INPUT_NAMES, (input_word_ids, input_mask, input_type_ids))})
+
+  return tf.function(serve, input_signature=[spec] * len(INPUT_NAMES)).get_concrete_function()
 
 
 def call_by_length(fn: Callable[[dict], tuple], inputs: dict, chunk_size: int, shapes: list,

@@ -345,7 +345,8 @@ class ChoiceServing(tf.Module):
     # [batch * num_choices]: example b's context and ending i at b * num_choices + i.
     contexts = tf.repeat(context, self.num_choices)
     endings = tf.reshape(tf.stack(endings, axis=1), [-1])
-    return {name: tf.reshape(ids, [batch_size, self.num_choices, -1])
+    # The length spelled out, not -1: an empty batch's reshape could not infer it.
+    return {name: tf.reshape(ids, [batch_size, self.num_choices, tf.shape(ids)[1]])
             for name, ids in self.packer(contexts, endings).items()}
 
   def predict_ids(self, inputs: dict) -> dict:
