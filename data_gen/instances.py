@@ -18,12 +18,11 @@ import dataclasses
 import multiprocessing
 import os
 import random
-import threading
-import time
 from typing import Iterator
 
 import numpy as np
 
+from bert_tf.common import parent_death
 from data_gen import masking
 from data_gen.config import PretrainingDataConfig
 from tfrecords import example_encoder
@@ -273,27 +272,17 @@ def start_workers(num_workers: int) -> concurrent.futures.ProcessPoolExecutor:
 
   Spawned (TensorFlow is not fork-safe), each loads Python, numpy and this module (~0.4 s):
   a caller that starts them before importing TensorFlow has them ready when its tokenizer is
-  (create_pretraining_data does). Here, not in `pipeline`, which imports TensorFlow.
+  (create_pretraining_data does). Here, not in `pipeline`, which imports TensorFlow. Each
+  dies with the caller (`parent_death`: the kernel's signal on Linux), so call this from the
+  main thread: the kernel signals when the thread that started a worker exits.
   """
   if num_workers < 1:
     raise ValueError(f"--num_workers={num_workers}: must be >= 1")
   pool = concurrent.futures.ProcessPoolExecutor(
       num_workers, mp_context=multiprocessing.get_context("spawn"),
-      initializer=exit_with_parent, initargs=(os.getpid(),))
+      initializer=parent_death.exit_with_parent, initargs=(os.getpid(),))
   # The pool spawns a worker per submission that finds none idle: one no-op each starts
   # them all now, rather than as the first chunks arrive.
   for _ in range(num_workers):
     pool.submit(int)
   return pool
-
-
-def exit_with_parent(parent_pid: int) -> None:
-  """The workers' initializer: ends each within a second of the main process's death. A
-  SIGKILLed main process runs no cleanup, and its workers would wait on their pipes forever.
-  (Here, not in `pipeline`: a worker imports its initializer's module, and pipeline's imports
-  TensorFlow.)"""
-  def watch():
-    while os.getppid() == parent_pid:
-      time.sleep(0.5)
-    os._exit(1)  # pylint: disable=protected-access  (no cleanup: nobody is left to need it)
-  threading.Thread(target=watch, daemon=True, name="exit-with-parent").start()

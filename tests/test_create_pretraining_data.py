@@ -10,6 +10,7 @@ import multiprocessing
 import os
 import random
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -298,6 +299,40 @@ def test_the_workers_die_with_a_sigkilled_main_process(corpus, tmp_path):
   while any(map(_alive, children)) and time.time() < deadline:
     time.sleep(0.2)
   assert not [p for p in children if _alive(p)], "workers outlived the main process"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_the_kernel_ends_a_worker_with_its_main_process_even_a_stopped_one(corpus, tmp_path):
+  # A stopped worker runs no code, so no polling of its own could notice its parent's death:
+  # only the kernel's parent-death signal (SIGKILL, which ends a stopped process) can end it.
+  out = tmp_path / "o.tfrecord"
+  proc = subprocess.Popen(
+      [sys.executable, "-m", "data_gen.create_pretraining_data", f"--input_file={corpus[0]}",
+       f"--output_file={out}", f"--vocab_file={VOCAB}", "--max_seq_length=64",
+       "--dupe_factor=200", "--num_workers=1"],
+      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+      env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+  # A chunk's records in the scratch: the worker has taken work, so its initializer has run.
+  scratch = tmp_path / f".{out.name}.tmp-{proc.pid}"
+  deadline = time.time() + 300
+  while not (scratch.is_dir() and any(scratch.iterdir())) and time.time() < deadline:
+    assert proc.poll() is None, "the job ended before its worker wrote records"
+    time.sleep(0.1)
+  workers = [p for p in _children(proc.pid) if b"resource_tracker" not in
+             open(f"/proc/{p}/cmdline", "rb").read()]
+  assert len(workers) == 1, workers
+  try:
+    os.kill(workers[0], signal.SIGSTOP)
+    proc.kill()
+    proc.wait()
+    deadline = time.time() + 5
+    while _alive(workers[0]) and time.time() < deadline:
+      time.sleep(0.05)
+    assert not _alive(workers[0]), "a stopped worker outlived the main process"
+  finally:
+    if _alive(workers[0]):
+      os.kill(workers[0], signal.SIGKILL)
 
 
 class _TokenizerFailingAtChunk:
