@@ -17,6 +17,11 @@ The TF1, HF and Hub sources go through one name map each (the tables below). A p
 pooler, masked-LM head, next-sentence head) is loaded when the source has any of its variables,
 and then must have all of them at the right shapes; anything else is an error naming the
 variable. The encoder body is always required.
+
+A Hugging Face folder's task head (HF_ARCHITECTURES: classifier, qa_outputs) goes into a task's
+output layer (`load_hf_head`), as the original's fine-tuned TF1 output layers do (TF1_HEADS).
+The HF table also runs backwards: `hf_state_dict` and `hf_config_dict` are what
+`export.huggingface` writes, so that what is exported reads back bit for bit.
 """
 import collections
 import dataclasses
