@@ -16,8 +16,10 @@ from apache_beam.runners import runner as runner_lib
 OFFLINE_RUNNER = "FnApiRunner"
 
 
-def pipeline_options(beam_args: list[str]) -> options_lib.PipelineOptions:
-  """The Beam pipeline options `beam_args` (--runner=NAME among them) give.
+def pipeline_options(beam_args: list[str],
+                     program: str = "create_pretraining_data") -> options_lib.PipelineOptions:
+  """The Beam pipeline options `beam_args` (--runner=NAME among them) give to `program` (the
+  job whose flags they stand beside).
 
   Raises:
     ValueError: an unknown option or runner, or a bad value, naming it.
@@ -32,7 +34,7 @@ def pipeline_options(beam_args: list[str]) -> options_lib.PipelineOptions:
     raise ValueError(errors.getvalue().strip().splitlines()[-1]) from None
   unknown = sorted(set(given) - set(known))
   if unknown:
-    raise ValueError(f"--{unknown[0]}: neither a flag of create_pretraining_data nor a Beam "
+    raise ValueError(f"--{unknown[0]}: neither a flag of {program} nor a Beam "
                      "pipeline option")
   standard = options.view_as(options_lib.StandardOptions)
   if standard.runner.lower() in ("direct", "directrunner"):

@@ -103,7 +103,8 @@ def main(argv):
       except ImportError as e:
         raise ValueError(f"--runner needs Apache Beam: pip install -e '.[beam]' ({e})") \
             from None
-      options = beam_options.pipeline_options([f"--runner={FLAGS.runner}", *beam_args])
+      options = beam_options.pipeline_options([f"--runner={FLAGS.runner}", *beam_args],
+                                              PROGRAM)
     else:  # started first: they boot while this process loads the output helpers
       workers = instances.start_workers(num_workers)
   except ValueError as e:

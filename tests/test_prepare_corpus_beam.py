@@ -92,3 +92,10 @@ def test_errors_are_the_local_paths_one_line(tmp_path):
     corpus_beam.prepare_corpus([str(cut)], str(tmp_path / "out" / "corpus.txt"), CONFIG,
                                beam_options.pipeline_options(["--runner=FnApiRunner"]))
   assert os.listdir(tmp_path / "out") == []
+
+
+def test_a_mistyped_beam_option_names_prepare_corpus():
+  with pytest.raises(ValueError, match="^--direct_num_workerz: neither a flag of prepare_corpus "
+                     "nor a Beam pipeline option$"):
+    beam_options.pipeline_options(["--runner=FnApiRunner", "--direct_num_workerz=2"],
+                                  "prepare_corpus")
