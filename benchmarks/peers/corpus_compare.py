@@ -20,8 +20,9 @@ Text quality, per MB of each side's output: `{{`, `[[`, `|`, `<ref`, `&nbsp;`, l
 `=`-headings, lines that start a list (`*`, `#`), and lines that are a section heading's text
 (the dump's `== X ==` headings as bare lines, which WikiExtractor keeps).
 
-  PYTHONPATH=. .venv/bin/python benchmarks/peers/corpus_compare.py --copies=40
-  PYTHONPATH=. .venv/bin/python benchmarks/peers/corpus_compare.py --sides=peer   # the peer alone
+  PYTHONPATH=. .venv/bin/python benchmarks/peers/corpus_compare.py --copies=40 \
+      --peer_python=/tmp/corpusvenv/bin/python
+  PYTHONPATH=. .venv/bin/python benchmarks/peers/corpus_compare.py --sides=ours   # ours alone
 
 Prints a line per run, then the speed, quality and sentence tables.
 """
@@ -39,6 +40,7 @@ import tempfile
 import time
 
 from benchmarks import data_root  # $BERT_TF_DATA
+from benchmarks import peer_python  # $BERT_TF_PEER_PYTHON
 from benchmarks import splitter_eval  # pySBD's Golden Rules
 
 HERE = os.path.dirname(os.path.abspath(__file__))  # benchmarks/peers
@@ -112,12 +114,15 @@ def ours(args, dump: str, workers: int, work: str) -> tuple[float, str, dict]:
   del args
   out = tempfile.mkdtemp(prefix=f"ours_{workers}_", dir=work)
   seconds, _ = run([sys.executable, "-m", "data_gen.prepare_corpus", f"--input_file={dump}",
-                    f"--output_file={out}/wiki", f"--num_workers={workers}"],
+                    f"--output_file={out}/wiki.txt", f"--num_workers={workers}"],
                    env={"PYTHONPATH": ROOT})
-  shards = sorted(p for p in glob.glob(f"{out}/wiki*") if not p.endswith(".json"))
-  text = "".join(open(p, encoding="utf-8").read() for p in shards)
-  stats = [p for p in glob.glob(f"{out}/*.json")]
-  return seconds, text, json.load(open(stats[0])) if stats else {}
+  text = ""
+  for shard in sorted(glob.glob(f"{out}/wiki.txt*")):  # wiki.txt, or wiki.txt-0000i-of-0000N
+    with open(shard, encoding="utf-8") as f:
+      text += f.read()
+  with open(f"{out}/wiki.stats.json", encoding="utf-8") as f:
+    stats = json.load(f)
+  return seconds, text, {k: stats[k] for k in ("documents_out", "skipped", "sentences") if k in stats}
 
 
 def peer(args, dump: str, workers: int, work: str) -> tuple[float, str, dict]:
@@ -153,12 +158,15 @@ def main():
   parser.add_argument("--workers", default="1,2", help="Worker counts, comma-separated.")
   parser.add_argument("--rounds", type=int, default=1)
   parser.add_argument("--sides", default="ours,peer")
-  parser.add_argument("--peer_python", default="/tmp/corpusvenv/bin/python")
+  peer_python.add_flag(parser, required=False)  # a python with nltk and wikiextractor
   parser.add_argument("--golden_rules", default=splitter_eval.GOLDEN_RULES)
   parser.add_argument("--work_dir", default=None, help="Where the sample and outputs go.")
   args = parser.parse_args()
   if not args.dump or not args.golden_rules:
     parser.error("give --dump and --golden_rules, or set $BERT_TF_DATA")
+  if "peer" in args.sides and not args.peer_python:
+    parser.error(f"the peer needs --peer_python (or ${peer_python.ENV}): a python with nltk and "
+                 "wikiextractor")
   work = args.work_dir or tempfile.mkdtemp(prefix="corpus_compare_")
   dump = os.path.join(work, "sample.xml.bz2")
   sample = build_sample(args.dump, args.copies, dump)

@@ -19,8 +19,9 @@ left out (pip install -e '.[segmenters,spacy]').
       --peer_python=/tmp/corpusvenv/bin/python
 
 Prints a line per splitter per round, then a row per splitter: rules passed, the failed rules'
-numbers, the median MB/s over the rounds (steady, cold) and the time to build it (Punkt: to
-train it on the text).
+numbers, the median MB/s over the rounds (steady, cold), the time to build it (Punkt: to train
+it on the text), and on the text the sentences found and how many end in a title abbreviation
+("Mr.", "Dr.", "St.": a boundary put inside a sentence; splitter_eval.TITLES).
 """
 import json
 import os
@@ -35,6 +36,7 @@ from absl import app
 from absl import flags
 
 from benchmarks import data_root  # $BERT_TF_DATA
+from benchmarks import peer_python  # $BERT_TF_PEER_PYTHON
 from benchmarks import splitter_eval  # the Golden Rules, and the speed on paragraphs
 
 # This script's folder holds a data_gen.py: put the repository's package first on the path.
@@ -50,7 +52,8 @@ flags.DEFINE_list("text", [os.path.join(BOOKS, f) for f in sorted(os.listdir(BOO
 flags.DEFINE_list("splitters", list(sentences.NAMES) + ["punkt"],
                   "Which to run: names of data_gen/sentences.py's registry, and punkt (the peer).")
 flags.DEFINE_integer("rounds", 3, "Timed runs per splitter, alternated.")
-flags.DEFINE_string("peer_python", "/tmp/corpusvenv/bin/python", "A python with nltk.")
+flags.DEFINE_string("peer_python", os.environ.get(peer_python.ENV),
+                    "A python with nltk, for punkt (default: $BERT_TF_PEER_PYTHON).")
 flags.DEFINE_string("time_one", None, "(Internal) time this splitter on --paragraph_file in "
                     "this process and print its JSON line.")
 flags.DEFINE_string("paragraph_file", None, "(Internal) one paragraph a line.")
@@ -95,6 +98,9 @@ def main(argv):
     return
   if not FLAGS.golden_rules or not FLAGS.text:
     sys.exit("sentence_splitters: give --golden_rules and --text, or set $BERT_TF_DATA")
+  if "punkt" in FLAGS.splitters and not FLAGS.peer_python:
+    sys.exit(f"sentence_splitters: punkt needs --peer_python (or ${peer_python.ENV}), a python "
+             "with nltk; or leave it out of --splitters")
   rules = splitter_eval.load_golden_rules(FLAGS.golden_rules)
   texts = paragraphs(FLAGS.text)
   size = sum(len(p.encode("utf-8")) for p in texts)
@@ -129,13 +135,15 @@ def main(argv):
       result["runs"].append(run)
       print(f"round {round_} | {name} | {json.dumps(run)}", flush=True)
 
-  print("| splitter | Golden Rules passed | failed rules | MB/s (cold) | build s |")
-  print("|---|---|---|---|---|")
+  print("| splitter | Golden Rules passed | failed rules | MB/s (cold) | build s | sentences "
+        "| title cuts |")
+  print("|---|---|---|---|---|---|---|")
   for name, result in results.items():
     median = lambda key: statistics.median(run[key] for run in result["runs"])  # pylint: disable=cell-var-from-loop
     print(f"| {name} | {result['passed']}/{result['total']} | "
           f"{' '.join(map(str, result['failed']))} | {median('mb_per_s'):.3f} "
-          f"({median('cold_mb_per_s'):.3f}) | {median('build_s'):.2f} |")
+          f"({median('cold_mb_per_s'):.3f}) | {median('build_s'):.2f} | "
+          f"{result['runs'][-1]['sentences']} | {result['runs'][-1]['title_cuts']} |")
 
 
 if __name__ == "__main__":
