@@ -72,7 +72,7 @@ def label_keys(labels: list[str] | None) -> dict:
               label2id={label: i for i, label in enumerate(labels)})
 
 
-def from_fine_tuned(init_checkpoint: str, prefix: str, do_lower_case: bool | None) -> HfModel:
+def from_fine_tuning_run(init_checkpoint: str, prefix: str, do_lower_case: bool | None) -> HfModel:
   """A fine-tuning run's model (output_dir or checkpoint `prefix`, task_config.json beside
   it) as its task's class, the head's outputs named by the run's labels."""
   model_dir = init_checkpoint if tf.io.gfile.isdir(init_checkpoint) else os.path.dirname(
@@ -121,7 +121,7 @@ def _source_head(init_checkpoint: str) -> tuple[str, tuple[np.ndarray, np.ndarra
   return None
 
 
-def from_pretrained(init_checkpoint: str, bert_config_file: str | None,
+def from_checkpoint(init_checkpoint: str, bert_config_file: str | None,
                     vocab_file: str | None, do_lower_case: bool | None) -> HfModel:
   """Any other source `checkpoints.resolve` reads (a pretraining run, google-research/bert's,
   a TF Hub encoder, a Hugging Face folder): its encoder and what heads it has."""
@@ -195,8 +195,8 @@ def export(init_checkpoint: str, export_dir: str, bert_config_file: str | None =
     if given:
       raise ValueError(f"--{given[0]}: a fine-tuning run's own (beside {init_checkpoint}) "
                        "is exported; leave the flag out")
-    model = from_fine_tuned(init_checkpoint, location, do_lower_case)
+    model = from_fine_tuning_run(init_checkpoint, location, do_lower_case)
   else:
-    model = from_pretrained(init_checkpoint, bert_config_file, vocab_file, do_lower_case)
+    model = from_checkpoint(init_checkpoint, bert_config_file, vocab_file, do_lower_case)
   write(model, export_dir)
   return export_dir

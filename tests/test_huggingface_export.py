@@ -209,6 +209,14 @@ def test_labels_that_disagree_are_named_and_nothing_untrained_predicts(tmp_path)
                      r"\(.*config.json: id2label: contradiction, entailment, neutral\), so "
                      "without --do_train the classification head would be untrained"):
     _predict_only(task, _fixture("sequence_classification_nli"), tmp_path / "out")
+  # The same labels, each its own sigmoid: not this classifier's softmax.
+  multi_label = shutil.copytree(_fixture("sequence_classification"), tmp_path / "multi_label")
+  config = _json(multi_label / "config.json")
+  (multi_label / "config.json").write_text(json.dumps(
+      dict(config, problem_type="multi_label_classification")))
+  with pytest.raises(ValueError, match="problem_type multi_label_classification .* one "
+                     "softmax, so without --do_train"):
+    _predict_only(task, str(multi_label), tmp_path / "out")
 
 
 def test_a_head_of_another_task_is_refused(tmp_path):

@@ -36,6 +36,7 @@ import tensorflow as tf
 import tf_keras
 
 from bert_tf.common import output_lock
+from bert_tf.common import progress
 from bert_tf.common.errors import DataError
 from bert_tf.common.files import write_text
 from bert_tf.modeling import checkpoints
@@ -425,6 +426,11 @@ class Runner:
       return "encoder", f"its head is a Hugging Face {architecture}'s, not a {config.kind} head"
     if "labels" in config.head_fields:
       source = os.path.join(checkpoints.resolve(path)[1], "config.json")
+      with tf.io.gfile.GFile(source) as f:
+        problem_type = json.load(f).get("problem_type")
+      if problem_type == "multi_label_classification":
+        return "encoder", (f"{source}: problem_type {problem_type} (a sigmoid for each "
+                           f"label), where the {config.kind} head is one softmax")
       labels = checkpoints.hf_labels(source)
       if labels != config.labels:
         return "encoder", self.task.data_mismatch("labels", labels, f"{source}: id2label")
@@ -532,8 +538,13 @@ class Runner:
                                    strategy.run(replica_fn, args=(features,)))
 
     dataset = self.dataset(records, batch_size, False)
+    batches = []
+    pace = progress.Meter(-(-records.num_features // batch_size))
     with datasets.naming_damaged_file([records.path]):
-      batches = [step(b) for b in distribute.distribute_dataset(strategy, dataset)]
+      for batch in distribute.distribute_dataset(strategy, dataset):
+        batches.append(step(batch))
+        if pace.due():
+          logging.info("predicting %s: %s", records.name, pace.line(len(batches), "batches"))
     num = records.num_features
     outputs = {k: np.concatenate([b[k].numpy() for b in batches])[:num] for k in batches[0]}
     return self.task.postprocess(records.examples, records.features,
