@@ -20,6 +20,7 @@ from safetensors import numpy as safetensors_numpy
 from bert_tf import tasks
 from bert_tf.modeling import checkpoints
 from bert_tf.modeling import pretrainer as pretrainer_lib
+from bert_tf.modeling.encoder import build_encoder
 from bert_tf.tasks import runner
 from bert_tf.training import distribute
 from export import huggingface
@@ -47,9 +48,11 @@ def _json(path) -> dict:
     return json.load(f)
 
 
-def _assert_same_folder(exported, reference, values: bool = True) -> None:
+def _assert_same_folder(exported, reference, values: bool = True,
+                        labels: bool = True) -> None:
   """The tensors of `exported` are `reference`'s: the same names, shapes and (`values`) bits;
-  and every key of its config.json that transformers wrote too has transformers' value."""
+  and every key of its config.json that transformers wrote too (`labels`: the label keys as
+  well) has transformers' value."""
   ours, theirs = _tensors(exported), _tensors(reference)
   assert sorted(ours) == sorted(theirs)
   for name, value in theirs.items():
@@ -57,8 +60,8 @@ def _assert_same_folder(exported, reference, values: bool = True) -> None:
     if values:
       np.testing.assert_array_equal(ours[name], value, err_msg=name)
   config, expected = (_json(os.path.join(f, "config.json")) for f in (exported, reference))
-  assert {k: v for k, v in config.items() if k in expected} == {
-      k: v for k, v in expected.items() if k in config}
+  compared = set(config) & set(expected) - (set() if labels else set(huggingface.LABEL_KEYS))
+  assert {k: config[k] for k in compared} == {k: expected[k] for k in compared}
   assert {"architectures", "model_type", "hidden_act", "vocab_size", "hidden_size",
           "num_hidden_layers", "num_attention_heads", "intermediate_size",
           "max_position_embeddings", "type_vocab_size", "layer_norm_eps",
@@ -189,6 +192,35 @@ def test_a_transformers_folder_exports_as_itself(name, tmp_path):
   """Any transformers folder as --init_checkpoint (its encoder through the HF table, its head
   and labels as they are) exports to the same class and tensors."""
   _assert_same_folder(huggingface.export(_fixture(name), str(tmp_path / "hf")), _fixture(name))
+
+
+def test_the_originals_fine_tuned_tf1_checkpoint_exports_with_its_head(tmp_path):
+  """google-research/bert's run_classifier checkpoint (`bert/...`, `output_weights`), made here
+  from the transformers classifier: a BertForSequenceClassification of its tensors, its labels
+  unnamed (the TF1 checkpoint does not name them)."""
+  folder = _fixture("sequence_classification")
+  config = checkpoints.load_config(folder)
+  encoder = build_encoder(config)
+  checkpoints.load_into_encoder(encoder, folder)
+  layers = config.num_hidden_layers
+  ours = checkpoints.our_variables({"encoder": encoder}, checkpoints.TF1, layers)
+  arrays = {theirs: checkpoints.stored_value(ours[name].numpy(), name, transposed)
+            for part in ("encoder", "pooler")
+            for name, theirs, transposed in checkpoints.TF1.rows(part, layers)}
+  transformers = _tensors(folder)
+  arrays["output_weights"] = transformers["classifier.weight"]  # [labels, hidden], as TF1's.
+  arrays["output_bias"] = transformers["classifier.bias"]
+  os.makedirs(tmp_path / "tf1")
+  prefix = str(tmp_path / "tf1" / "model.ckpt-8")
+  names = sorted(arrays)
+  tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names, shape_and_slices=[""] * len(names),
+                    tensors=[tf.constant(arrays[n]) for n in names])
+  config.to_json_file(str(tmp_path / "tf1" / "bert_config.json"))
+  shutil.copy(os.path.join(folder, "vocab.txt"), tmp_path / "tf1" / "vocab.txt")
+  exported = huggingface.export(prefix, str(tmp_path / "hf"))
+  _assert_same_folder(exported, folder, labels=False)
+  assert _json(os.path.join(exported, "config.json"))["id2label"] == {"0": "LABEL_0",
+                                                                       "1": "LABEL_1"}
 
 
 def test_bert_model_reproduces_transformers_encoder(tmp_path):

@@ -827,8 +827,8 @@ def head_arrays(path: str) -> tuple[np.ndarray, np.ndarray]:
 # ---------------------------------------------------------------------------------------------
 # Writing Hugging Face's names: the HF table read backwards.
 
-def _hf_value(value: np.ndarray, ours: str, transposed: bool) -> np.ndarray:
-  """Our variable's value as the HF table's source stores it, the reverse of `_assign`: the
+def stored_value(value: np.ndarray, ours: str, transposed: bool) -> np.ndarray:
+  """Our variable `ours`'s value as a table's source stores it, the reverse of `_assign`: the
   attention's head axes merged (query/key/value kernels [H, heads, head_size] -> [H, H], their
   biases [heads, head_size] -> [H]; the output kernel [heads, head_size, H] -> [H, H]), then
   [in, out] -> torch's [out, in] where `transposed`."""
@@ -854,7 +854,7 @@ def hf_state_dict(targets: dict, architecture: str) -> dict[str, np.ndarray]:
   for part in HF_ARCHITECTURES[architecture].parts:
     for our_name, theirs, transposed in HF.rows(part, num_layers):
       name = prefix + theirs if part in ("encoder", "pooler") else theirs
-      arrays[name] = _hf_value(ours[our_name].numpy(), our_name, transposed)
+      arrays[name] = stored_value(ours[our_name].numpy(), our_name, transposed)
   return arrays
 
 
