@@ -17,8 +17,9 @@ under new titles and ids (a sample big enough to time; a page's text unchanged),
 one-sentence-a-line text), --rounds times, both sides at each worker count in turn.
 
 Text quality, per MB of each side's output: `{{`, `[[`, `|`, `<ref`, `&nbsp;`, lines that are
-`=`-headings, lines that start a list (`*`, `#`), and lines that are a section heading's text
-(the dump's `== X ==` headings as bare lines, which WikiExtractor keeps).
+`=`-headings, lines that start a list (`*`, `#`), lines that are a section heading's text (the
+dump's `== X ==` headings as bare lines, which WikiExtractor keeps), and lines of one or two
+words (headings, list numbers, fragments: few are sentences).
 
   PYTHONPATH=. .venv/bin/python benchmarks/peers/corpus_compare.py --copies=40 \
       --peer_python=/tmp/corpusvenv/bin/python
@@ -122,7 +123,8 @@ def ours(args, dump: str, workers: int, work: str) -> tuple[float, str, dict]:
       text += f.read()
   with open(f"{out}/wiki.stats.json", encoding="utf-8") as f:
     stats = json.load(f)
-  return seconds, text, {k: stats[k] for k in ("documents_out", "skipped", "sentences") if k in stats}
+  return seconds, text, {k: stats[k] for k in ("documents_out", "skipped", "sentences", "seconds")
+                         if k in stats}
 
 
 def peer(args, dump: str, workers: int, work: str) -> tuple[float, str, dict]:
@@ -143,11 +145,13 @@ def peer(args, dump: str, workers: int, work: str) -> tuple[float, str, dict]:
 
 
 def quality(text: str, headings: set[str]) -> dict:
-  """Per MB of text: each kind of markup left, and lines that are a section heading's text."""
+  """Per MB of text: each kind of markup left, lines that are a section heading's text, and
+  lines of one or two words."""
   mb = len(text.encode("utf-8")) / 1e6
   counts = {name: len(pattern.findall(text)) for name, pattern in MARKUP.items()}
-  counts["heading lines"] = sum(line.strip().rstrip(".") in headings
-                                for line in text.splitlines())
+  lines = text.splitlines()
+  counts["heading lines"] = sum(line.strip().rstrip(".") in headings for line in lines)
+  counts["1-2 word lines"] = sum(0 < len(line.split()) < 3 for line in lines)
   return {name: round(count / mb, 1) for name, count in counts.items()}
 
 
