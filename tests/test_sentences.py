@@ -1,6 +1,9 @@
 """data_gen.sentences: every registered splitter on hard sentences, the default for real, and
 the one-line errors for an unknown name or a missing library."""
+import configparser
 import importlib.util
+import os
+import re
 import sys
 
 import pytest
@@ -59,6 +62,16 @@ def test_the_default_is_installed_and_splits_the_hardest():
   split = sentences.get_splitter(sentences.DEFAULT)
   for text, expected in HARD + DEFAULT_HARD:
     assert split(text) == expected, text
+
+
+def test_the_defaults_library_is_an_install_requirement():
+  # A user's `pip install` brings the default, so prepare_corpus runs without an extra.
+  parser = configparser.ConfigParser()
+  parser.read(os.path.join(os.path.dirname(os.path.dirname(__file__)), "setup.cfg"))
+  required = [re.split(r"[=<>~!\[ ]", line.strip())[0]
+              for line in parser["options"]["install_requires"].splitlines() if line.strip()]
+  package = sentences._SPLITTERS[sentences.DEFAULT][0]  # pylint: disable=protected-access
+  assert package in required
 
 
 def test_an_unknown_name_names_the_value_and_the_choices():
