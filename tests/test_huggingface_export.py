@@ -24,6 +24,7 @@ from bert_tf.modeling.encoder import build_encoder
 from bert_tf.tasks import runner
 from bert_tf.training import distribute
 from export import huggingface
+import tiny_pretraining
 from tiny_pretraining import write_init_checkpoint
 from toys import (MINILM, classifier_runner, make_conll, make_squad, make_sst2, make_stsb,
                   toy_args)
@@ -345,3 +346,28 @@ def test_minilm_goes_to_transformers_unchanged(tmp_path):
   assert set(exported) == set(original) - {"embeddings.position_ids"}
   for name, value in exported.items():
     np.testing.assert_array_equal(value, original[name], err_msg=name)
+
+
+@pytest.mark.slow
+def test_run_pretraining_continues_an_exported_pretraining_model(tmp_path):
+  """Our pretraining checkpoint -> BertForPreTraining -> the pretrainer's --init_checkpoint:
+  both heads filled, so two steps from it train exactly as two steps from the checkpoint."""
+  init = tmp_path / "init"
+  prefix = write_init_checkpoint(str(init / "ckpt-0"))
+  tiny_pretraining.CONFIG.to_json_file(str(init / "bert_config.json"))
+  (init / "vocab.txt").write_text("\n".join(
+      ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] +
+      [f"w{i}" for i in range(5, tiny_pretraining.VOCAB_SIZE)]) + "\n")
+  exported = huggingface.export(prefix, str(tmp_path / "hf"))
+  assert _json(os.path.join(exported, "config.json"))["architectures"] == ["BertForPreTraining"]
+  assert checkpoints.load_into_pretrainer(pretrainer_lib.build_pretrainer(
+      tiny_pretraining.CONFIG, tiny_pretraining.SEQ, tiny_pretraining.PREDS), exported) == [
+          "encoder", "pooler", "masked_lm", "next_sentence"]
+  records = tiny_pretraining.write_pretraining_records(str(tmp_path / "records"), 16)
+  for name, source in (("ours", prefix), ("theirs", exported)):
+    tiny_pretraining.train_tiny(ONE_DEVICE, records, source, str(tmp_path / name), 2)
+  ours, theirs = (tiny_pretraining.checkpoint_values(tf.train.latest_checkpoint(
+      str(tmp_path / name))) for name in ("ours", "theirs"))
+  assert ours.keys() == theirs.keys()
+  for name in ours:
+    np.testing.assert_array_equal(ours[name], theirs[name], err_msg=name)
