@@ -42,10 +42,12 @@ def documents() -> list[list[str]]:
   return docs
 
 
-def write_corpus(path: str, repeat: int = 1) -> int:
+def write_corpus(path: str, repeat: int = 1, leave_out: frozenset[str] = frozenset()) -> int:
   """Writes the corpus in the pretraining input format (one sentence per line, a blank line
-  between documents), `repeat` times over. Returns the number of documents written."""
-  docs = documents()
+  between documents), `repeat` times over, without the sentences in `leave_out` (a task's
+  held-out ones, so pretraining never reads them). Returns the number of documents written."""
+  docs = [[s for s in sentences if s not in leave_out] for sentences in documents()]
+  docs = [sentences for sentences in docs if sentences]
   with open(path, "w", encoding="utf-8") as f:
     for _ in range(repeat):
       for sentences in docs:
