@@ -323,6 +323,18 @@ def test_shards_holdout_and_dedup_by_identity_the_same_for_1_and_2_workers(
   assert written.count("Delta is also a river mouth.") == 1
 
 
+def test_a_worker_holds_no_tensorflow(tmp_path):
+  """The workers parse and split (mwparserfromhell, the splitter) and never load TensorFlow,
+  which would cost each seconds to start and ~700 MB."""
+  unit = next(corpus_sources.plan_units(0, _write(tmp_path / "d.xml", _dump()), "wikipedia"))
+  with instances.start_workers(1) as worker:
+    assert len(worker.submit(corpus_units.process_unit, unit, CorpusConfig()).result()
+               .documents) == 3
+    loaded = worker.submit(eval, "{m.split('.')[0] for m in __import__('sys').modules}")
+    assert "mwparserfromhell" in loaded.result()
+    assert not loaded.result() & {"tensorflow", "tf_keras", "keras", "official"}
+
+
 def test_filters_count_what_they_drop(tmp_path, mixed_inputs, pool):
   stats = _run(mixed_inputs[1:2], tmp_path / "out.txt", pool, min_sentences=3, min_words=12)
   # Pages with i % 3 == 0 have 2 sentences, all the others 4 or 6 (and 5+ words a sentence).
