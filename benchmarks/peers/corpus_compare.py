@@ -12,9 +12,13 @@ The dump: --dump (the English excerpt under $BERT_TF_DATA/wikipedia: 5 real arti
 tables, templates, references and headings) given a <siteinfo> when it has none (real dumps
 have one; WikiExtractor reads up to it before any page), its pages repeated --copies times
 under new titles and ids (a sample big enough to time; a page's text unchanged), written as
-.xml.bz2 as dumps ship. Speed: MB of (uncompressed) XML per wall second of the whole command
-(start-up, bz2, extraction, Punkt's training and splitting: everything between the dump and
-one-sentence-a-line text), --rounds times, both sides at each worker count in turn.
+the whole English Wikipedia ships: a multistream .xml.bz2 of 100 pages a stream with its index
+beside it, which both sides read (--form=bz2: one stream, no index).
+
+Speed: MB of (uncompressed) XML per wall second of the whole command (start-up, bz2,
+extraction, Punkt's training and splitting: everything between the dump and one-sentence-a-line
+text), --rounds times, both sides at each worker count in turn; and per CPU second of the
+commands and their workers, which a machine busy with other jobs leaves comparable.
 
 Text quality, per MB of each side's output: `{{`, `[[`, `|`, `<ref`, `&nbsp;`, lines that are
 `=`-headings, lines that start a list (`*`, `#`), lines that are a section heading's text (the
@@ -34,6 +38,7 @@ import hashlib
 import json
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -43,9 +48,12 @@ import time
 from benchmarks import data_root  # $BERT_TF_DATA
 from benchmarks import peer_python  # $BERT_TF_PEER_PYTHON
 from benchmarks import splitter_eval  # pySBD's Golden Rules
+from data_gen import corpus_sources  # the multistream dump's and its index's names
+from data_gen import sentences  # our default splitter
 
 HERE = os.path.dirname(os.path.abspath(__file__))  # benchmarks/peers
 ROOT = os.path.dirname(os.path.dirname(HERE))  # the repository
+PAGES_PER_STREAM = 100  # as Wikimedia's multistream dumps
 # What a real English dump's <siteinfo> says of the namespaces WikiExtractor needs to know.
 SITEINFO = """  <siteinfo>
     <sitename>Wikipedia</sitename>
@@ -73,10 +81,12 @@ MARKUP = {
 }
 
 
-def build_sample(dump: str, copies: int, path: str) -> dict:
+def build_sample(dump: str, copies: int, folder: str, multistream: bool) -> dict:
   """The dump's pages `copies` times (copy k: title "T (k)", page id + k * 10**8) with a
-  <siteinfo>, as .xml.bz2 at path -> {"xml_bytes", "pages", "headings"}: the section headings'
-  texts, to find in the outputs."""
+  <siteinfo>, written in folder as .xml.bz2: a multistream dump (a bz2 stream for the header,
+  then one a PAGES_PER_STREAM pages, and the index beside it) or one bz2 stream ->
+  {"path", "xml_bytes", "pages", "headings"}: the section headings' texts, to find in the
+  outputs."""
   with bz2.open(dump, "rb") as f:
     xml = f.read().decode("utf-8")
   head, _, rest = xml.partition("<page>")
@@ -91,30 +101,53 @@ def build_sample(dump: str, copies: int, path: str) -> dict:
                     count=1)
       page = re.sub(r"(</ns>\s*<id>)(\d+)", lambda m: f"{m.group(1)}{int(m.group(2)) + k * 10**8}",
                     page, count=1)
-      copied.append(page)
-  text = head + "\n  ".join(copied) + "\n</mediawiki>\n"
-  with bz2.open(path, "wt", encoding="utf-8") as f:
-    f.write(text)
+      copied.append(page + "\n  ")
+  streams = [head] + ["".join(copied[i:i + PAGES_PER_STREAM])
+                      for i in range(0, len(copied), PAGES_PER_STREAM)] + ["</mediawiki>\n"]
+  path = os.path.join(folder, "enwiki-sample" + (corpus_sources.MULTISTREAM_SUFFIX if multistream
+                                                 else ".xml.bz2"))
+  with open(path, "wb") as f:
+    if not multistream:
+      f.write(bz2.compress("".join(streams).encode("utf-8")))
+    else:
+      index = []
+      for stream in streams:
+        offset = f.tell()
+        index += [f"{offset}:{page_id}:{title}\n" for title, page_id in re.findall(
+            r"<title>(.*?)</title>\s*<ns>0</ns>\s*<id>(\d+)", stream)]
+        f.write(bz2.compress(stream.encode("utf-8")))
+      with open(path.replace(corpus_sources.MULTISTREAM_SUFFIX, corpus_sources.INDEX_SUFFIX),
+                "wb") as f_index:
+        f_index.write(bz2.compress("".join(index).encode("utf-8")))
   headings = {h.strip() for h in re.findall(r"^=+([^=\n]+)=+[ \t]*$", body, re.M)}
-  return {"xml_bytes": len(text.encode("utf-8")), "pages": len(copied), "headings": headings}
+  return {"path": path, "xml_bytes": len("".join(streams).encode("utf-8")),
+          "pages": len(copied), "headings": headings}
 
 
-def run(command: list[str], env: dict | None = None) -> tuple[float, str]:
-  """(wall seconds, stdout) of command; a failure ends the benchmark with its stderr."""
-  start = time.perf_counter()
+def _children_cpu_seconds() -> float:
+  """CPU time, user and system, of this process's ended children and their ended children."""
+  usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+  return usage.ru_utime + usage.ru_stime
+
+
+def run(command: list[str], env: dict | None = None) -> tuple[float, float, str]:
+  """(wall seconds, CPU seconds of it and its workers, stdout) of command; a failure ends the
+  benchmark with its stderr."""
+  start, cpu = time.perf_counter(), _children_cpu_seconds()
   done = subprocess.run(command, capture_output=True, text=True, check=False,
                         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **(env or {})))
-  seconds = time.perf_counter() - start
+  seconds, cpu = time.perf_counter() - start, _children_cpu_seconds() - cpu
   if done.returncode:
     sys.exit(f"{' '.join(command)} failed:\n{done.stderr[-3000:]}")
-  return seconds, done.stdout
+  return seconds, cpu, done.stdout
 
 
-def ours(args, dump: str, workers: int, work: str) -> tuple[float, str, dict]:
-  """(wall s, the output text, the stats) of prepare_corpus on the dump, into a new folder."""
+def ours(args, dump: str, workers: int, work: str) -> tuple[float, float, str, dict]:
+  """(wall s, CPU s, the output text, the stats) of prepare_corpus on the dump, into a new
+  folder."""
   del args
   out = tempfile.mkdtemp(prefix=f"ours_{workers}_", dir=work)
-  seconds, _ = run([sys.executable, "-m", "data_gen.prepare_corpus", f"--input_file={dump}",
+  seconds, cpu, _ = run([sys.executable, "-m", "data_gen.prepare_corpus", f"--input_file={dump}",
                     f"--output_file={out}/wiki.txt", f"--num_workers={workers}"],
                    env={"PYTHONPATH": ROOT})
   text = ""
@@ -123,25 +156,26 @@ def ours(args, dump: str, workers: int, work: str) -> tuple[float, str, dict]:
       text += f.read()
   with open(f"{out}/wiki.stats.json", encoding="utf-8") as f:
     stats = json.load(f)
-  return seconds, text, {k: stats[k] for k in ("documents_out", "skipped", "sentences", "seconds")
+  return seconds, cpu, text, {k: stats[k] for k in ("documents_out", "skipped", "sentences", "seconds")
                          if k in stats}
 
 
-def peer(args, dump: str, workers: int, work: str) -> tuple[float, str, dict]:
-  """(wall s, the output text, punkt_peer's JSON: Golden Rules included) of WikiExtractor,
-  then Punkt, into a new folder."""
+def peer(args, dump: str, workers: int, work: str) -> tuple[float, float, str, dict]:
+  """(wall s, CPU s, the output text, punkt_peer's JSON: Golden Rules included) of
+  WikiExtractor, then Punkt, into a new folder."""
   extracted = tempfile.mkdtemp(prefix=f"peer_{workers}_", dir=work)
-  extract_s, _ = run([args.peer_python, "-m", "wikiextractor.WikiExtractor", dump,
+  extract_s, extract_cpu, _ = run([args.peer_python, "-m", "wikiextractor.WikiExtractor", dump,
                       "--processes", str(workers), "-b", "1G", "-o", extracted])
   (extracted_file,) = glob.glob(f"{extracted}/*/wiki_*")
   output = os.path.join(extracted, "sentences.txt")
-  split_s, stdout = run([args.peer_python, os.path.join(HERE, "punkt_peer.py"),
+  split_s, split_cpu, stdout = run([args.peer_python, os.path.join(HERE, "punkt_peer.py"),
                          f"--input_file={extracted_file}", f"--output_file={output}",
                          f"--golden_rules={args.golden_rules}"],
                         env={"PYTHONPATH": ROOT})
   result = json.loads(stdout.strip().splitlines()[-1])
   result.update(extract_s=round(extract_s, 2), punkt_s=round(split_s, 2))
-  return extract_s + split_s, open(output, encoding="utf-8").read(), result
+  with open(output, encoding="utf-8") as f:
+    return extract_s + split_s, extract_cpu + split_cpu, f.read(), result
 
 
 def quality(text: str, headings: set[str]) -> dict:
@@ -159,6 +193,9 @@ def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
   parser.add_argument("--dump", default=data_root.path("wikipedia", "enwiki-table-markup.xml.bz2"))
   parser.add_argument("--copies", type=int, default=40, help="Times the dump's pages repeat.")
+  parser.add_argument("--form", choices=("multistream", "bz2"), default="multistream",
+                      help="The sample as a multistream dump with its index (split across our "
+                      "workers by stream), or as one bz2 stream (read by our main process).")
   parser.add_argument("--workers", default="1,2", help="Worker counts, comma-separated.")
   parser.add_argument("--rounds", type=int, default=1)
   parser.add_argument("--sides", default="ours,peer")
@@ -172,26 +209,28 @@ def main():
     parser.error(f"the peer needs --peer_python (or ${peer_python.ENV}): a python with nltk and "
                  "wikiextractor")
   work = args.work_dir or tempfile.mkdtemp(prefix="corpus_compare_")
-  dump = os.path.join(work, "sample.xml.bz2")
-  sample = build_sample(args.dump, args.copies, dump)
+  sample = build_sample(args.dump, args.copies, work, args.form == "multistream")
+  dump = sample["path"]
   mb = sample["xml_bytes"] / 1e6
   print(f"sample: {sample['pages']} pages, {mb:.2f} MB of XML ({dump})", flush=True)
 
   sides = {"ours": ours, "peer": peer}
-  rates, outputs, extras = {}, {}, {}
+  rates, cpu_rates, outputs, extras = {}, {}, {}, {}
   for round_ in range(1, args.rounds + 1):
     for workers in map(int, args.workers.split(",")):
       for side in args.sides.split(","):
-        seconds, text, extra = sides[side](args, dump, workers, work)
+        seconds, cpu, text, extra = sides[side](args, dump, workers, work)
         rates.setdefault((side, workers), []).append(mb / seconds)
+        cpu_rates.setdefault((side, workers), []).append(mb / cpu)
         outputs[(side, workers)], extras[(side, workers)] = text, extra
         print(f"round {round_} | {side} | {workers} workers | {seconds:.2f} s | "
-              f"{mb / seconds:.3f} MB/s | {hashlib.sha256(text.encode()).hexdigest()[:12]} | "
+              f"{mb / seconds:.3f} MB/s | {cpu:.1f} CPU s | {hashlib.sha256(text.encode()).hexdigest()[:12]} | "
               f"{json.dumps(extra)}", flush=True)
 
-  print("\nspeed: MB of XML per second, end to end (median over rounds)")
+  print("\nspeed: MB of XML per second end to end, and per CPU second (medians over rounds)")
   for (side, workers), values in rates.items():
-    print(f"  {side} {workers} workers: {statistics.median(values):.3f}")
+    print(f"  {side} {workers} workers: {statistics.median(values):.3f}, "
+          f"{statistics.median(cpu_rates[(side, workers)]):.3f}")
   print("\nquality: per MB of output")
   for (side, workers), text in outputs.items():
     print(f"  {side} {workers} workers ({len(text.encode()) / 1e6:.2f} MB): "
@@ -199,8 +238,6 @@ def main():
   print("\nsentences: pySBD's English Golden Rules")
   rules = splitter_eval.load_golden_rules(args.golden_rules)
   if "ours" in args.sides:
-    sys.path.insert(0, ROOT)
-    from data_gen import sentences  # pylint: disable=g-import-not-at-top
     print(f"  ours ({sentences.DEFAULT}): "
           f"{json.dumps(splitter_eval.score(sentences.get_splitter(sentences.DEFAULT), rules))}")
   for (side, workers), extra in extras.items():
