@@ -26,6 +26,7 @@ import dataclasses
 import json
 import os
 import shutil
+import threading
 import time
 import uuid
 
@@ -77,10 +78,26 @@ class _Clean(beam.DoFn):
     self.config, self.scratch = config, scratch
 
   def setup(self):
-    self.pool = instances.start_workers(1)
+    # Started from a thread of our own that lives until teardown: the kernel ends a worker
+    # when the thread that started it exits (`instances.start_workers`), and Beam's bundle
+    # threads come and go.
+    started, self.done, self.pool = threading.Event(), threading.Event(), None
+
+    def hold():
+      try:
+        self.pool = instances.start_workers(1)
+      finally:
+        started.set()
+      self.done.wait()
+    threading.Thread(target=hold, daemon=True, name="prepare_corpus-worker").start()
+    started.wait()
+    if self.pool is None:
+      raise RuntimeError("prepare_corpus: the Beam worker could not start its worker process")
 
   def teardown(self):
-    self.pool.shutdown(wait=True, cancel_futures=True)
+    if self.pool is not None:
+      self.pool.shutdown(wait=True, cancel_futures=True)
+    self.done.set()
 
   def process(self, unit: corpus_sources.Unit):
     try:
