@@ -323,6 +323,19 @@ def test_shards_holdout_and_dedup_by_identity_the_same_for_1_and_2_workers(
   assert written.count("Delta is also a river mouth.") == 1
 
 
+def test_a_rerun_replaces_its_shards_and_refuses_another_shard_count(tmp_path, pool):
+  paragraphs = _write(tmp_path / "p.txt", PARAGRAPHS)
+  out = tmp_path / "out"
+  out.mkdir()
+  (out / "c.txt-00000-of-00002.tmp-4242").write_text("half a shard")  # a killed run's
+  _run([paragraphs], out / "c.txt", pool, num_output_shards=2)
+  first = _contents(out)
+  _run([paragraphs], out / "c.txt", pool, num_output_shards=2)
+  assert _contents(out) == first and len(first) == 2
+  with pytest.raises(ValueError, match="c.txt-00000-of-00002.*output of another run"):
+    _run([paragraphs], out / "c.txt", pool, num_output_shards=3)
+
+
 def test_a_worker_holds_no_tensorflow(tmp_path):
   """The workers parse and split (mwparserfromhell, the splitter) and never load TensorFlow,
   which would cost each seconds to start and ~700 MB."""
