@@ -293,7 +293,7 @@ def _export_cli(*flags):
 
 
 @pytest.mark.slow
-def test_the_command_writes_the_folder_and_refuses_an_existing_one(tmp_path):
+def test_the_command_writes_the_folder_and_refuses_in_one_line(tmp_path):
   out = tmp_path / "hf"
   done = _export_cli(f"--init_checkpoint={_fixture('sequence_classification')}",
                      f"--export_dir={out}")
@@ -305,6 +305,11 @@ def test_the_command_writes_the_folder_and_refuses_an_existing_one(tmp_path):
   assert again.returncode != 0
   last = again.stderr.strip().splitlines()[-1]
   assert "already exists" in last and "Traceback" not in again.stderr
+  roberta = _export_cli(f"--init_checkpoint={_fixture('roberta')}",
+                        f"--export_dir={tmp_path / 'roberta'}")
+  assert roberta.returncode != 0 and "Traceback" not in roberta.stderr
+  assert "model_type 'roberta' is not supported" in roberta.stderr.strip().splitlines()[-1]
+  assert not os.path.exists(tmp_path / "roberta")
 
 
 @pytest.mark.slow
