@@ -73,14 +73,8 @@ def _as_tf1(output_dir: str, folder, head: tuple[str, str]) -> str:
                                    config.num_hidden_layers)
   arrays = {}
   for part in ("encoder", "pooler"):
-    for our_name, theirs, _ in checkpoints.TF1.rows(part, config.num_hidden_layers):
-      value = ours[our_name].numpy()
-      if value.ndim == 3:  # Attention kernels: the TF1 layout merges the head axes.
-        value = value.reshape(-1, value.shape[-1]) if "attention_output" in our_name else (
-            value.reshape(value.shape[0], -1))
-      elif value.ndim == 2 and our_name.endswith("bias"):
-        value = value.reshape(-1)
-      arrays[theirs] = value
+    for our_name, theirs, transposed in checkpoints.TF1.rows(part, config.num_hidden_layers):
+      arrays[theirs] = checkpoints.stored_value(ours[our_name].numpy(), our_name, transposed)
   kernel, bias = (v.numpy() for v in sorted(
       (v for v in model.variables if "sentence_prediction" in v.name), key=lambda v: -len(v.shape)))
   arrays[head[0]], arrays[head[1]] = kernel.T, bias
