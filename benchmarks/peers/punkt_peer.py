@@ -7,7 +7,7 @@ Kind: the peer's side (benchmarks/peers/), in a venv of its own with nltk:
 Trains on --train_file (any UTF-8 text; default: --input_file's paragraphs), then does what the
 flags ask, and prints one JSON line:
   --golden_rules=PATH   pySBD's English Golden Rules: rules passed exactly, failed rule numbers
-  --time_file=F         splits each line of F (one paragraph a line), timed: MB/s
+  --time_file=F         splits each line of F (one paragraph a line), timed: MB per CPU s
                         (benchmarks/splitter_eval.py's speed)
   --input_file/--output_file  WikiExtractor's output (`<doc ...>` blocks, the title the first
                         line) -> one sentence a line, a blank line between documents (the

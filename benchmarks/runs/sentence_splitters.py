@@ -10,18 +10,19 @@ pySBD's own benchmark, so pysbd was written against it). Speed: the text of --te
 Gutenberg novels under $BERT_TF_DATA/books by default) cut into paragraphs at blank lines, the
 hard-wrapped lines of each joined with spaces, each paragraph split as prepare_corpus splits
 it, in a fresh process per splitter per round (Punkt: its own, after training), the splitters
-in turn within each round: MB/s of UTF-8 paragraph text over the splitting alone, on the
-second half of the paragraphs after the first (benchmarks/splitter_eval.py's speed: the steady
-state; the first half's rate is "cold"). A splitter whose library is missing is reported and
+in turn within each round: MB of UTF-8 paragraph text per CPU second of the splitting alone,
+on the second half of the paragraphs after the first (benchmarks/splitter_eval.py's speed: the
+steady state; the first half's rate is "cold"). A splitter whose library is missing is reported and
 left out (pip install -e '.[segmenters,spacy]').
 
   PYTHONPATH=. .venv/bin/python benchmarks/runs/sentence_splitters.py \
       --peer_python=/tmp/corpusvenv/bin/python
 
 Prints a line per splitter per round, then a row per splitter: rules passed, the failed rules'
-numbers, the median MB/s over the rounds (steady, cold), the time to build it (Punkt: to train
-it on the text), and on the text the sentences found and how many end in a title abbreviation
-("Mr.", "Dr.", "St.": a boundary put inside a sentence; splitter_eval.TITLES).
+numbers, the median MB per CPU second over the rounds (steady, cold), the time to build it
+(Punkt: to train it on the text), and on the text the sentences found and how many end in a
+title abbreviation ("Mr.", "Dr.", "St.": a boundary put inside a sentence;
+splitter_eval.TITLES).
 """
 import json
 import os
@@ -135,7 +136,7 @@ def main(argv):
       result["runs"].append(run)
       print(f"round {round_} | {name} | {json.dumps(run)}", flush=True)
 
-  print("| splitter | Golden Rules passed | failed rules | MB/s (cold) | build s | sentences "
+  print("| splitter | Golden Rules passed | failed rules | MB/CPU s (cold) | build s | sentences "
         "| title cuts |")
   print("|---|---|---|---|---|---|---|")
   for name, result in results.items():
