@@ -8,8 +8,8 @@ whatever --num_workers, and on Beam (--runner). See data_gen/corpus_pipeline.py.
     --output_file=corpus/wiki.txt --num_output_shards=100 --holdout_fraction=0.001
   create_pretraining_data --input_file='corpus/wiki.txt-*' ...
 
-Writes the training shards <output_file>-0000i-of-0000N, the held-out ones beside them
-(corpus/wiki.holdout.txt-...) and the stats (corpus/wiki.stats.json).
+Writes the training shards <output_file>-0000i-of-0000N, the held-out documents beside them
+(corpus/wiki.holdout.txt) and the stats (corpus/wiki.stats.json).
 """
 import contextlib
 import os
@@ -40,7 +40,8 @@ flags.DEFINE_enum("sentence_splitter", sentences.DEFAULT, sentences.NAMES,
 flags.DEFINE_integer("num_output_shards", None, "Training shards to write.")
 flags.DEFINE_float("holdout_fraction", 0.0,
                    "Share of the documents held out for evaluation (chosen by a hash of their "
-                   "identity), written to <output_file's stem>.holdout<ext>-0000i-of-0000M.")
+                   "identity), written to <output_file's stem>.holdout<ext> (with "
+                   "--num_holdout_shards=M > 1, its shards -0000i-of-0000M).")
 flags.DEFINE_integer("num_holdout_shards", 1, "Held-out shards to write.")
 flags.DEFINE_integer("min_sentences", 1, "Drop documents with fewer sentences.")
 flags.DEFINE_integer("min_words", 0, "Drop documents with fewer words.")
