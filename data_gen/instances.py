@@ -22,7 +22,7 @@ from typing import Iterator
 
 import numpy as np
 
-from bert_tf.common import parent_death
+from data_gen import parent_death
 from data_gen import masking
 from data_gen.config import PretrainingDataConfig
 from tfrecords import example_encoder
