@@ -255,6 +255,7 @@ def _write_stats(unused_element, read_stats: list[tuple[int, documents_lib.ReadS
   for _, stats in sorted(read_stats, key=lambda s: s[0]):
     read.files += stats.files
     read.lines += stats.lines
+    read.text_bytes += stats.text_bytes
     read.invalid_utf8_lines += stats.invalid_utf8_lines
     read.invalid_utf8_examples += stats.invalid_utf8_examples
   del read.invalid_utf8_examples[documents_lib.MAX_REPORTED_LINES:]

@@ -43,10 +43,12 @@ GZIP_MAGIC = b"\x1f\x8b"
 
 @dataclasses.dataclass
 class ReadStats:
-  """What reading the corpus met: files, lines, and the lines that were not valid UTF-8
-  (decoded with U+FFFD replacements, never dropped; the first few as "file:line")."""
+  """What reading the corpus met: files, lines, their bytes of text (decompressed), and the
+  lines that were not valid UTF-8 (decoded with U+FFFD replacements, never dropped; the first
+  few as "file:line")."""
   files: int = 0
   lines: int = 0
+  text_bytes: int = 0
   invalid_utf8_lines: int = 0
   invalid_utf8_examples: list[str] = dataclasses.field(default_factory=list)
 
@@ -93,6 +95,7 @@ def _documents(lines: Iterable[bytes], path: str, stats: ReadStats,
   for line_number, raw in enumerate(lines, start=1):
     line_start, offset = offset, offset + len(raw)
     stats.lines += 1
+    stats.text_bytes += len(raw)
     try:
       line = raw.decode("utf-8").strip()
     except UnicodeDecodeError:

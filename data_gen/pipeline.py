@@ -29,6 +29,7 @@ import time
 
 import tensorflow as tf
 
+from bert_tf.common import progress
 from data_gen import documents as documents_lib
 from data_gen import instances as instances_lib
 from data_gen.config import PretrainingDataConfig
@@ -126,21 +127,22 @@ def _chunk_result(future: concurrent.futures.Future, scratch: str) -> instances_
 
 
 class _Progress:
-  """A line to stderr every `interval` seconds: documents and instances, totals and rates."""
+  """A line to stderr at least every `interval` seconds: documents and instances so far, the
+  corpus's MB read, the rate and the time left (the total is the files' sizes: unknown where
+  one is gzipped, whose size is not its text's)."""
 
-  def __init__(self, interval: float):
-    self.interval = interval
-    self.start = self.last = time.monotonic()
+  def __init__(self, interval: float, input_files: list[str]):
+    self.start = time.monotonic()
+    total = (None if any(p.endswith(".gz") for p in input_files) else
+             sum(tf.io.gfile.stat(p).length for p in input_files) / 1e6)
+    self.meter = progress.Meter(total, interval=interval)
 
-  def update(self, stats: JobStats, force: bool = False) -> None:
-    now = time.monotonic()
-    if not force and now - self.last < self.interval:
-      return
-    self.last = now
-    elapsed = max(now - self.start, 1e-9)
-    print(f"create_pretraining_data: {stats.documents:,} documents "
-          f"({stats.documents / elapsed:,.0f}/s), {stats.instances:,} instances "
-          f"({stats.instances / elapsed:,.0f}/s), {elapsed:,.0f} s", file=sys.stderr, flush=True)
+  def update(self, stats: JobStats, read_stats: documents_lib.ReadStats,
+             force: bool = False) -> None:
+    if force or self.meter.due():
+      print(f"create_pretraining_data: {stats.documents:,} documents, {stats.instances:,} "
+            f"instances, {self.meter.line(read_stats.text_bytes / 1e6, 'MB')}",
+            file=sys.stderr, flush=True)
 
 
 def write_json(path: str, value: dict) -> None:
@@ -157,7 +159,7 @@ def create_pretraining_data(input_files: list[str],
                             config: PretrainingDataConfig,
                             num_workers: int,
                             chunk_chars: int = documents_lib.CHUNK_CHARS,
-                            progress_seconds: float = 30.0,
+                            progress_seconds: float = progress.INTERVAL,
                             workers: concurrent.futures.Executor | None = None) -> dict:
   """Writes the pretraining records of `input_files` round-robin to `output_files`.
 
@@ -188,7 +190,7 @@ def create_pretraining_data(input_files: list[str],
   check_no_other_shards(output_files)
   vocab = VocabInfo.from_tokenizer(tokenizer)
   read_stats, stats = documents_lib.ReadStats(), JobStats()
-  progress = _Progress(progress_seconds)
+  meter = _Progress(progress_seconds, input_files)
   remove_leftovers(output_files)
 
   with contextlib.ExitStack() as stack:
@@ -210,7 +212,7 @@ def create_pretraining_data(input_files: list[str],
         shards[i % len(shards)].write(record)
       os.remove(chunk.path)
       stats.add(chunk)
-      progress.update(stats)
+      meter.update(stats, read_stats)
 
     in_flight = collections.deque()
     corpus = documents_lib.read_documents(input_files, read_stats, chunk_chars)
@@ -229,8 +231,8 @@ def create_pretraining_data(input_files: list[str],
       write(_chunk_result(in_flight.popleft(), spill_dir))
     if not stats.documents:
       raise ValueError(f"no text in {', '.join(input_files)}: the corpus is empty")
-  stats.seconds = time.monotonic() - progress.start
-  progress.update(stats, force=True)
+  stats.seconds = time.monotonic() - meter.start
+  meter.update(stats, read_stats, force=True)
   result = {
       **dataclasses.asdict(stats),
       "instances_per_second": stats.instances / max(stats.seconds, 1e-9),

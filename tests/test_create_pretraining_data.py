@@ -629,7 +629,10 @@ def test_cli_writes_shards_stats_and_a_summary(corpus, tmp_path):
                                    for i, s in enumerate(shards)}
   assert sum(1 for _ in tf.data.TFRecordDataset(shards)) == stats["instances"] > 0
   assert f"instances {stats['instances']:,}" in result.stdout
-  assert re.search(r"[\d,]+ instances \([\d,]+/s\)", result.stderr)   # the progress line
+  # The progress line: counts, the MB read of the files' total, the rate, the time left.
+  total = sum(os.path.getsize(p) for p in tmp_path.glob("small*.txt")) / 1e6
+  assert re.search(rf"[\d,]+ documents, [\d,]+ instances, {total:.1f}/{total:.1f} MB, "
+                   r"[\d.,e+-]+ MB/s, 0 s left", result.stderr), result.stderr
 
 
 @pytest.mark.slow

@@ -5,6 +5,7 @@ the tiny model (tiny_pretraining) to STEPS and prints the results as JSON.
 """
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -91,6 +92,27 @@ def test_the_training_loop_and_its_step_are_traced_once(runs, tmp_path, monkeypa
   assert step.gradients.experimental_get_tracing_count() == 1
   assert sorted(step.metrics.means) == ["loss", "masked_lm_accuracy", "masked_lm_loss",
                                         "next_sentence_accuracy", "next_sentence_loss"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("progress_seconds", [None, 1e-9])
+def test_progress_lines_change_no_step(runs, tmp_path, monkeypatch, progress_seconds):
+  """The full run (the default: a loop's steps in calls grown from 1 step to half of 30 s)
+  ends with the weights of one call a loop (None), and of one step a call with a progress line
+  after each (1e-9 s: a line always due), bit for bit."""
+  lines = []
+  monkeypatch.setattr(loop.logging, "info", lambda fmt, *args: lines.append(fmt % args))
+  train_tiny(distribute.get_strategy("one_device"), runs["records"], runs["init"],
+             str(tmp_path), TOTAL_STEPS, progress_seconds=progress_seconds)
+  full, ours = (checkpoint_values(str(d / f"ckpt-{TOTAL_STEPS}"))
+                for d in (runs["dir"] / "full", tmp_path))
+  for name, value in full.items():
+    np.testing.assert_array_equal(ours[name], value, err_msg=name)
+  steps = [line.split(" | ")[:2] for line in lines if line.startswith("step ")]
+  # A line at each loop's end (2 steps a loop), with the loss; with 1e-9, one within it too.
+  within = [1, 3, 5, 7] if progress_seconds else []
+  assert [int(s[0].split()[1].split("/")[0]) for s in steps] == sorted(within + [2, 4, 6, 8])
+  assert all(re.fullmatch(r"[\d.,e+-]+ steps/s(, \d+ s left)?", s[1]) for s in steps), steps
 
 
 @pytest.mark.slow

@@ -47,8 +47,10 @@ def write_init_checkpoint(prefix: str) -> str:
 
 
 def train_tiny(strategy, records: str, init_prefix: str, output_dir: str, num_train_steps: int,
-               jit_compile: bool = False, loss_scaling: bool = False, dataset_fn=None):
-  """Trains the tiny pretrainer from init_prefix: batches of 8, a checkpoint every 2 steps."""
+               jit_compile: bool = False, loss_scaling: bool = False, dataset_fn=None,
+               **train_kwargs):
+  """Trains the tiny pretrainer from init_prefix: batches of 8, a checkpoint every 2 steps
+  (`train_kwargs`: loop.train's other arguments)."""
   # tf.data's shuffle order depends on the global seed as well as its own: pin it, so this
   # process and a resuming one agree whatever earlier tests in this process set it to.
   tf.random.set_seed(0)
@@ -62,7 +64,7 @@ def train_tiny(strategy, records: str, init_prefix: str, output_dir: str, num_tr
       pretrainer.pretraining_loss, dataset_fn or seeded_dataset, output_dir, num_train_steps,
       steps_per_loop=2, save_checkpoints_steps=2,
       init_fn=lambda model: checkpoints.load_into_pretrainer(model, init_prefix),
-      jit_compile=jit_compile, count_fn=pretrainer.pretraining_loss_counts)
+      jit_compile=jit_compile, count_fn=pretrainer.pretraining_loss_counts, **train_kwargs)
 
 
 def checkpoint_values(prefix: str) -> dict[str, np.ndarray]:

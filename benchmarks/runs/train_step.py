@@ -9,12 +9,15 @@ Kind: a run of our product (benchmarks/runs/). Its peer at the same shape:
   TF_CPP_MIN_LOG_LEVEL=2 PYTHONPATH=. .venv/bin/python benchmarks/runs/train_step.py --steps=20
 
 Runs 2 x --steps steps: the first loop traces and warms up, the second is timed. Prints one JSON
-line: ms per step, examples/s, and the process's peak resident memory (VmHWM). With
+line: ms per step, examples/s, the whole loop.train's seconds (tracing, and with progress lines,
+the first loop's calls grown from 1 step, included), and the process's peak resident memory
+(VmHWM). `runs/progress_cost.py` compares --progress_seconds=30 (the default) and 0. With
 --gradient_accumulation_steps=N the batch is taken in N micro-batches (`runs/accumulation.py`
 compares that with a plain batch of the micro-batch's size).
 """
 import json
 import tempfile
+import time
 
 from absl import app
 from absl import flags
@@ -35,6 +38,8 @@ flags.DEFINE_integer("train_batch_size", 32, "Batch size.")
 flags.DEFINE_integer("max_seq_length", 128, "Sequence length (every position real).")
 flags.DEFINE_bool("jit_compile", False, "Compile the forward and backward pass with XLA.")
 flags.DEFINE_integer("gradient_accumulation_steps", 1, "Micro-batches per update.")
+flags.DEFINE_float("progress_seconds", 30.0, "loop.train's progress_seconds (a loop's steps in "
+                   "calls sized to half of it); 0: one call per loop, a line per loop.")
 
 
 def peak_rss_mib() -> float:
@@ -55,6 +60,7 @@ def main(argv):
   steps = 2 * FLAGS.steps
   task = ClassificationTask(ClassificationConfig(FLAGS.max_seq_length, labels=["0", "1"]))
   with tempfile.TemporaryDirectory() as output_dir:
+    start = time.time()
     results = loop.train(
         distribute.get_strategy("one_device"), lambda: task.build_model(config),
         lambda: optimization.create_optimizer(5e-5, steps, steps // 10),
@@ -62,13 +68,17 @@ def main(argv):
         lambda ctx: tf.data.Dataset.from_tensors(batch).repeat(), output_dir, steps,
         steps_per_loop=FLAGS.steps, save_checkpoints_steps=steps,
         jit_compile=FLAGS.jit_compile, count_fn=task.loss_counts,
-        micro_batches=FLAGS.gradient_accumulation_steps)
+        micro_batches=FLAGS.gradient_accumulation_steps,
+        progress_seconds=FLAGS.progress_seconds or None)
+    train_seconds = time.time() - start
   examples_per_second = results["examples_per_second"]
   print(json.dumps({"impl": "bert_tf", "steps_timed": FLAGS.steps,
                     "ms_per_step": round(1000 * FLAGS.train_batch_size / examples_per_second, 1),
                     "examples_per_s": round(examples_per_second, 2),
                     "train_batch_size": FLAGS.train_batch_size,
                     "gradient_accumulation_steps": FLAGS.gradient_accumulation_steps,
+                    "progress_seconds": FLAGS.progress_seconds,
+                    "train_s": round(train_seconds, 2),
                     "peak_rss_mib": round(peak_rss_mib(), 1)}))
 
 

@@ -81,8 +81,9 @@ def define_training_flags(fine_tuning: bool = True) -> None:
   flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save the model "
                        "checkpoint.", lower_bound=1)
   flags.DEFINE_integer("iterations_per_loop", 1000, "How many steps to make in each estimator "
-                       "call (here: in each tf.function call of the training loop, and between "
-                       "log lines).", lower_bound=1)
+                       "call (here: at most in each tf.function call of the training loop, and "
+                       "between summaries; a progress line still comes every 30 s).",
+                       lower_bound=1)
   flags.DEFINE_integer("seed", 12345, "Random seed: initialization, dropout and the order of "
                        "the input (so a resumed run reads on from where it stopped); restart k "
                        "of a fine-tuning sweep uses seed + k.")

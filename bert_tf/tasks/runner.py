@@ -36,6 +36,7 @@ import tensorflow as tf
 import tf_keras
 
 from bert_tf.common import output_lock
+from bert_tf.common import progress
 from bert_tf.common.errors import DataError
 from bert_tf.common.files import write_text
 from bert_tf.modeling import checkpoints
@@ -537,8 +538,13 @@ class Runner:
                                    strategy.run(replica_fn, args=(features,)))
 
     dataset = self.dataset(records, batch_size, False)
+    batches = []
+    pace = progress.Meter(-(-records.num_features // batch_size))
     with datasets.naming_damaged_file([records.path]):
-      batches = [step(b) for b in distribute.distribute_dataset(strategy, dataset)]
+      for batch in distribute.distribute_dataset(strategy, dataset):
+        batches.append(step(batch))
+        if pace.due():
+          logging.info("predicting %s: %s", records.name, pace.line(len(batches), "batches"))
     num = records.num_features
     outputs = {k: np.concatenate([b[k].numpy() for b in batches])[:num] for k in batches[0]}
     return self.task.postprocess(records.examples, records.features,

@@ -2,8 +2,9 @@
 
     train(strategy, model_fn, optimizer_fn, loss_fn, dataset_fn, output_dir, num_train_steps)
 
-Each call of a `tf.function` runs `steps_per_loop` steps (`strategy.run` in a `tf.range` loop:
-what keeps TPUs fed). A step is one optimizer update on one global batch. Batches come from
+A `tf.function` runs many steps a call (`strategy.run` in a `tf.range` loop: what keeps TPUs
+fed): up to `steps_per_loop`, between summaries, sized so a progress line (steps/s, time left)
+comes at least every `progress_seconds`. A step is one optimizer update on one global batch. Batches come from
 `distribute.distribute_datasets_from_function(strategy, dataset_fn)` with fixed shapes, so XLA
 and TPUs compile one program.
 
@@ -44,6 +45,7 @@ import tensorflow as tf
 import tf_keras
 
 from bert_tf.common import files
+from bert_tf.common import progress
 from bert_tf.modeling import checkpoints
 from bert_tf.training import distribute
 
@@ -510,9 +512,9 @@ def _learning_rate(optimizer) -> float:
   return float(schedule(optimizer.iterations) if callable(schedule) else schedule)
 
 
-def _log_progress(step: int, num_train_steps: int, results: dict):
-  shown = " | ".join(f"{k} {v:.4g}" for k, v in results.items())
-  logging.info("step %d/%d | %s", step, num_train_steps, shown)
+def _log_progress(step: int, num_train_steps: int, pace: str, results: dict = None):
+  shown = "".join(f" | {k} {v:.4g}" for k, v in (results or {}).items())
+  logging.info("step %d/%d | %s%s", step, num_train_steps, pace, shown)
 
 
 def _write_summaries(writer, step: int, results: dict) -> None:
@@ -537,7 +539,8 @@ def train(strategy: tf.distribute.Strategy,
           count_fn: CountFn = count_records,
           micro_batches: int = 1,
           continue_from: str | None = None,
-          input_start_step: int = 0) -> dict[str, float]:
+          input_start_step: int = 0,
+          progress_seconds: float | None = progress.INTERVAL) -> dict[str, float]:
   """Trains until the global step reaches num_train_steps (resuming from output_dir).
 
   Args:
@@ -551,7 +554,8 @@ def train(strategy: tf.distribute.Strategy,
       of tuples of micro-batches (fine-tuning's, each cut to its longest).
     output_dir: checkpoints and TensorBoard summaries.
     num_train_steps: the global step to stop at (the schedule's length is the optimizer's).
-    steps_per_loop: steps per tf.function call, between summaries and progress lines.
+    steps_per_loop: steps between summaries, metrics' means and progress lines (at most; see
+      progress_seconds).
     save_checkpoints_steps: a checkpoint at every multiple of this, and at the end.
     keep_checkpoint_max: checkpoints kept in output_dir.
     init_fn: called with the model when output_dir holds no checkpoint (e.g. to load
@@ -567,6 +571,10 @@ def train(strategy: tf.distribute.Strategy,
     input_start_step: the global step at which output_dir's input began (continue_from's
       step): a resumed run skips the batches of its own input that it consumed, not those
       the other run consumed of its input.
+    progress_seconds: a progress line (step, steps/s, time left) at least this often: a loop's
+      steps run as several tf.function calls, each sized to about half of it at the measured
+      speed (growing from 1 step), the same steps on the same batches. None: one call per
+      loop, a line per loop.
 
   Returns:
     The last loop's mean loss and metrics, learning_rate, examples_per_second (the first
@@ -601,17 +609,30 @@ def train(strategy: tf.distribute.Strategy,
   writer = (tf.summary.create_file_writer(output_dir) if saver.is_chief
             else tf.summary.create_noop_writer())
   results = {}
+  pace = progress.Meter(num_train_steps, done=step, interval=progress_seconds or 0)
+  steps_per_call = 1  # The first call traces; then sized to the speed it measures.
   while step < num_train_steps:
-    num_steps = min(steps_per_loop, num_train_steps - step,
-                    save_checkpoints_steps - step % save_checkpoints_steps)
+    loop_end = step + min(steps_per_loop, num_train_steps - step,
+                          save_checkpoints_steps - step % save_checkpoints_steps)
     start = time.time()
-    loop(iterator, tf.constant(num_steps))
-    step = int(optimizer.iterations.numpy())
+    while step < loop_end:
+      num_steps = loop_end - step if progress_seconds is None else min(steps_per_call,
+                                                                      loop_end - step)
+      call_start = time.time()
+      loop(iterator, tf.constant(num_steps))
+      step = int(optimizer.iterations.numpy())
+      if progress_seconds is not None:
+        # Half an interval of steps a call (at most twice the last), so a line is never
+        # more than about an interval late; a call of a few seconds costs nothing measurable.
+        steps_per_call = max(1, min(2 * num_steps, int(
+            num_steps * progress_seconds / 2 / max(time.time() - call_start, 1e-9))))
+        if step < loop_end and pace.due():
+          _log_progress(step, num_train_steps, pace.rate(step, "steps"))
     examples_per_second = float(metrics.examples.result()) / (time.time() - start)
     results = dict(metrics.result(), learning_rate=_learning_rate(optimizer),
                    examples_per_second=examples_per_second)
     metrics.reset()
-    _log_progress(step, num_train_steps, results)
+    _log_progress(step, num_train_steps, pace.rate(step, "steps"), results)
     _write_summaries(writer, step, results)
     if not np.isfinite(results["loss"]):
       _stop(f"the loss is {results['loss']} at global step {step}", saver)
@@ -672,11 +693,14 @@ def evaluate(strategy: tf.distribute.Strategy,
     strategy.run(step, args=(features,))
 
   num_batches = 0
+  pace = progress.Meter(max_steps)
   for features in distribute.distribute_datasets_from_function(strategy, dataset_fn):
     if max_steps is not None and num_batches >= max_steps:
       break
     eval_step(features)
     num_batches += 1
+    if pace.due():
+      logging.info("eval: %s", pace.line(num_batches, "batches"))
   if not num_batches:
     raise ValueError("the evaluation data holds no complete batch")
   # Read once, by every worker: reading is an all-reduce across workers.
