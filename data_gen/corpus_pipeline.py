@@ -21,6 +21,7 @@ import sys
 import time
 
 from bert_tf.common import files as files_lib
+from bert_tf.common import progress
 from bert_tf.common.errors import DataError
 from data_gen import corpus_sources
 from data_gen import corpus_units
@@ -140,7 +141,7 @@ def prepare_corpus(input_files: list[str],
                    num_workers: int,
                    workers=None,
                    unit_chars: int = corpus_sources.UNIT_CHARS,
-                   progress_seconds: float = 30.0) -> dict:
+                   progress_seconds: float = progress.INTERVAL) -> dict:
   """Writes the documents of `input_files` as create_pretraining_data's input.
 
   Args:
@@ -166,7 +167,8 @@ def prepare_corpus(input_files: list[str],
   train, holdout = output_paths(output_file, config)
   check_outputs(input_files, train + holdout)
   totals = Totals(config.dedup)
-  start = last_progress = time.monotonic()
+  start = time.monotonic()
+  meter = progress.Meter(None, interval=progress_seconds)
   with contextlib.ExitStack() as stack:
     pool = workers
     if pool is None:
@@ -177,7 +179,6 @@ def prepare_corpus(input_files: list[str],
     written = [[0] * len(paths) for paths in (train, holdout)]
 
     def write(future) -> None:
-      nonlocal last_progress
       result = future.result()
       totals.add_unit(result.counts, result.source_bytes, result.warnings)
       for doc in result.documents:
@@ -185,12 +186,10 @@ def prepare_corpus(input_files: list[str],
           shards[doc.split][doc.shard].write(doc.text)
           written[doc.split][doc.shard] += 1
           totals.add_document(doc.split, len(doc.text), doc.sentences, doc.words)
-      now = time.monotonic()
-      if now - last_progress >= progress_seconds:
-        last_progress = now
+      if meter.due():
         print(f"prepare_corpus: {totals.counts['documents_in']:,} documents read, "
-              f"{sum(totals.documents):,} written, {totals.source_bytes / 1e6:,.0f} MB "
-              f"({totals.source_bytes / 1e6 / (now - start):,.1f} MB/s)", file=sys.stderr,
+              f"{sum(totals.documents):,} written, source "
+              f"{meter.line(totals.source_bytes / 1e6, 'MB')}", file=sys.stderr,
               flush=True)
 
     in_flight = collections.deque()
