@@ -18,14 +18,16 @@ import sys
 OUT = os.path.abspath("demo_output")
 SEQ_LEN = 64
 MAX_PREDICTIONS = 10
-# 2,400 steps (masked LM accuracy ~0.24): after 1,200 (~0.20) the pretrained model was only a few
-# points ahead of the same model from scratch (benchmarks/README.md, "The demo's small BERT").
+# 2,400 steps (masked LM accuracy ~0.22 on its records): fine-tuned from 1,200 (~0.20), the small
+# BERT was 8 points less ahead of itself from scratch (benchmarks/README.md, "The demo's small BERT").
 PRETRAIN_STEPS = 2400
 # The small BERT's fine-tuning, the same from its pretraining and from scratch: a 2-layer model
 # wants a higher rate than BERT-Base's (at 2e-4 for 5 epochs it did not fit its training set).
 SMALL_LEARNING_RATE = 1e-3
 SMALL_EPOCHS = 5
 WORD = re.compile(r"[A-Za-z0-9_]+(?:'[a-z]+)?")
+# The fine-tuning task's labels: the corpus's five largest topics (pydoc's names).
+TOPICS = ("specialnames", "compound", "types", "debugger", "string-methods")
 
 
 def banner(title: str) -> None:
@@ -67,39 +69,33 @@ def show_instances(records: str, vocab: str, count: int = 3) -> None:
     print(f"\n[{'random next' if label else 'actual next'}] {' '.join(tokens)}")
 
 
-def make_acceptability_task(task_dir: str) -> frozenset[str]:
-  """A CoLA-like task from the corpus: are these the words of a real sentence, or shuffled?
+def make_topic_task(task_dir: str) -> frozenset[str]:
+  """Which of the corpus's TOPICS a sentence comes from, with a held-out dev set.
 
-  Only the words, no punctuation: a shuffled sentence's full stop lands mid-sentence, a cue the
-  labels teach any model without pretraining (the small BERT from scratch: 85% dev with it, 54%
-  without). Returns the dev rows' sentences as the corpus has them, for pretraining to leave out.
+  Few labels, more text without them: where pretraining pays. (Telling real sentences from
+  their words shuffled, the demo's task before, it did not: the model from scratch learnt it as
+  well from the labels.) A sentence is its words only (WORD), and a dev sentence's words are in
+  no training row. Returns the dev rows' sentences as the corpus has them, for pretraining to
+  leave out.
   """
   from data_gen import sample_corpus
-  originals = {}  # the words of a sentence → the corpus's sentences that have them
-  for doc in sample_corpus.documents():
-    for sentence in doc:
+  documents = sample_corpus.named_documents()
+  originals = {}  # a sentence's words → (its topic, the corpus's sentences that have them)
+  for topic in TOPICS:
+    for sentence in documents[topic]:
       words = " ".join(WORD.findall(sentence))
       if 6 <= len(words.split()) <= 30:
-        originals.setdefault(words, []).append(sentence)
-  rng = random.Random(7)
+        originals.setdefault(words, (topic, []))[1].append(sentence)
   texts = list(originals)
-  rng.shuffle(texts)
-  rows = []
-  for text in texts:
-    words = text.split()
-    if rng.random() < 0.5:
-      rng.shuffle(words)
-      rows.append((" ".join(words), "scrambled"))
-    else:
-      rows.append((text, "real"))
+  random.Random(7).shuffle(texts)
+  cut = int(0.85 * len(texts))
   os.makedirs(task_dir, exist_ok=True)
-  cut = int(0.85 * len(rows))
-  for name, part in (("train.tsv", rows[:cut]), ("dev.tsv", rows[cut:])):
+  for name, part in (("train.tsv", texts[:cut]), ("dev.tsv", texts[cut:])):
     with open(os.path.join(task_dir, name), "w", encoding="utf-8") as f:
       f.write("text_a\tlabel\n")
-      f.writelines(f"{t}\t{l}\n" for t, l in part)
-  print(f"{cut} train / {len(rows) - cut} dev sentences → {task_dir}")
-  return frozenset(s for text in texts[cut:] for s in originals[text])
+      f.writelines(f"{text}\t{originals[text][0]}\n" for text in part)
+  print(f"{cut} train / {len(texts) - cut} dev sentences of {len(TOPICS)} topics → {task_dir}")
+  return frozenset(s for text in texts[cut:] for s in originals[text][1])
 
 
 def eval_accuracy(output_dir: str) -> float:
@@ -169,9 +165,9 @@ def predict_masked_words(model_dir: str, config_file: str, vocab: str, sentence:
 def pretrain_small_bert(out: str) -> dict[str, str]:
   """Stages 1-4 into `out`: the task, the corpus without its dev sentences, the vocab, the
   records, the pretrained small BERT. Returns the paths fine-tuning reads."""
-  banner("1. Corpus, and a task cut from it: real sentences vs. the same words shuffled")
-  task_dir = os.path.join(out, "acceptability")
-  corpus = make_corpus(out, make_acceptability_task(task_dir))
+  banner("1. Corpus, and a task cut from it: which topic a sentence is from")
+  task_dir = os.path.join(out, "topics")
+  corpus = make_corpus(out, make_topic_task(task_dir))
 
   banner("2. Learn a WordPiece vocabulary from it")
   vocab = os.path.join(out, "vocab.txt")
@@ -181,7 +177,7 @@ def pretrain_small_bert(out: str) -> dict[str, str]:
   records = os.path.join(out, "pretrain", "demo.tfrecord")
   run("data_gen.create_pretraining_data", input_file=corpus, output_file=records,
       vocab_file=vocab, max_seq_length=SEQ_LEN, max_predictions_per_seq=MAX_PREDICTIONS,
-      dupe_factor=10, num_output_shards=2)
+      dupe_factor=10, num_output_shards=2)  # each pair masked ten ways: few repeats of a mask
   records_glob = records + "-*-of-*"
   show_instances(records_glob, vocab)
 
@@ -221,7 +217,7 @@ def main() -> None:
   os.makedirs(OUT)
   paths = pretrain_small_bert(OUT)
 
-  banner("5. Fine-tune: real sentences vs. the same words shuffled")
+  banner(f"5. Fine-tune: which topic a sentence is from ({', '.join(TOPICS)})")
   print("\nFrom the small BERT pretrained above (minutes of pretraining on a small corpus):")
   pretrained_accuracy = fine_tune_small(paths, os.path.join(OUT, "classifier_small"), True)
   print("\nThe same small BERT from scratch (random weights; the same recipe and seed):")
@@ -236,15 +232,16 @@ def main() -> None:
       num_train_epochs=2, export_dir=export_dir)
   print(f"\ndev accuracy: {pretrained_accuracy:.1%} the small BERT pretrained here, "
         f"{scratch_accuracy:.1%} the same from scratch, "
-        f"{eval_accuracy(os.path.join(OUT, 'classifier')):.1%} MiniLM (chance: ~50%)")
+        f"{eval_accuracy(os.path.join(OUT, 'classifier')):.1%} MiniLM "
+        f"(the largest topic's share: ~30%)")
 
   banner("6. Serve: classify raw sentences with the MiniLM SavedModel in a fresh process")
   version = max(int(v) for v in os.listdir(export_dir) if v.isdigit())
   classify_in_fresh_process(os.path.join(export_dir, str(version)), [
-      "the default value of the argument is used when none is given",
-      "value the used of default given is argument none when is the",
-      "a class may define a method that is called when an instance is created",
-      "instance when may that class is a define created method a called",
+      "use the step command to run the next line and stop inside the called function",
+      "this method returns a new string where every tab is replaced by spaces",
+      "a class defines __len__ to tell how many items its instances hold",
+      "the else clause of a loop runs when the loop ends without a break",
   ])
 
 

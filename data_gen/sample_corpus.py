@@ -31,15 +31,20 @@ def _paragraphs(text: str):
       yield paragraph
 
 
-def documents() -> list[list[str]]:
-  """The corpus: one list of sentences per documentation topic, topics sorted by name."""
-  docs = []
+def named_documents() -> dict[str, list[str]]:
+  """The corpus by topic name (sorted): each documentation topic's sentences."""
+  docs = {}
   for name in sorted(topics):
     sentences = [s.strip() for p in _paragraphs(topics[name]) for s in _SENTENCE_END.split(p)]
     sentences = [s for s in sentences if s]
     if len(sentences) >= 2:
-      docs.append(sentences)
+      docs[name] = sentences
   return docs
+
+
+def documents() -> list[list[str]]:
+  """The corpus: one list of sentences per documentation topic, topics sorted by name."""
+  return list(named_documents().values())
 
 
 def write_corpus(path: str, repeat: int = 1, leave_out: frozenset[str] = frozenset()) -> int:
