@@ -13,18 +13,19 @@ import os
 import numpy as np
 import pytest
 
+from benchmarks import peer_python
 from benchmarks.parity import huggingface_parity
 from export import huggingface
 from toys import classifier_runner, make_sst2, toy_args
 
-PEER = os.environ.get(huggingface_parity.PEER_ENV)
+PEER = os.environ.get(peer_python.ENV)
 if not PEER:
   pytestmark = pytest.mark.skip(
-      reason=f"${huggingface_parity.PEER_ENV} is not set: it names a python with torch, "
+      reason=f"${peer_python.ENV} is not set: it names a python with torch, "
       "transformers and keras-hub (benchmarks/README.md's peer venv)")
 elif not os.access(PEER, os.X_OK):
   pytestmark = pytest.mark.skip(
-      reason=f"${huggingface_parity.PEER_ENV}={PEER} is not an executable")
+      reason=f"${peer_python.ENV}={PEER} is not an executable")
 
 FIXTURES = huggingface_parity.FIXTURES
 HEADS = sorted(name for name in os.listdir(FIXTURES)

@@ -10,11 +10,14 @@ sits (top level or inside a function):
 - a task (bert_tf.tasks.BUILT_IN) and its parts import the shared task modules, never another
   task, its parts or the runner: a task is one file (plus its parts) that stands alone;
 - every folder of a package has an __init__.py (setup.cfg's `packages = find:` drops the
-  folder from the wheel otherwise, while the tests still pass from the source tree).
+  folder from the wheel otherwise, while the tests still pass from the source tree);
+- no benchmark names a machine's path for the peer's python (benchmarks/peer_python.py:
+  $BERT_TF_PEER_PYTHON or --peer_python).
 """
 import ast
 import collections
 import os
+import re
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGES = ("bert_tf", "export", "tfrecords", "data_gen")
@@ -192,6 +195,25 @@ def folders_without_init(root: str = ROOT) -> list[str]:
           "__init__.py" not in files]
 
 
+def peer_pythons_defined_by_hand(root: str) -> list[str]:
+  """benchmarks/ lines that define --peer_python themselves, or default a python to a path: the
+  peer's python is benchmarks/peer_python.py's flag ($BERT_TF_PEER_PYTHON), never a machine's."""
+  found = []
+  paths = [os.path.join(folder, name)
+           for folder, _, files in os.walk(os.path.join(root, "benchmarks"))
+           for name in files if name.endswith(".py") and name != "peer_python.py"]
+  for path in sorted(paths):
+    with open(path, encoding="utf-8") as f:
+      for n, line in enumerate(f, 1):
+        if '"--peer_python"' in line or re.search(r'default="[^"]*/bin/python', line):
+          found.append(f"{os.path.relpath(path, root)}:{n}: {line.strip()}")
+  return found
+
+
+def test_no_benchmark_names_a_machine_path_for_the_peer():
+  assert peer_pythons_defined_by_hand(ROOT) == []
+
+
 def test_no_import_runs_against_the_flow():
   assert against_the_flow() == []
 
@@ -229,6 +251,7 @@ def test_each_check_finds_what_it_looks_for(tmp_path):
       "bert_tf/tasks/two.py": "from bert_tf.tasks import runner\n",
       "export/__init__.py": "", "tfrecords/__init__.py": "", "data_gen/__init__.py": "",
       "tfrecords/loose/x.py": "",
+      "benchmarks/peers/x.py": 'p.add_argument("--peer_python", default="/tmp/v/bin/python")\n',
   }
   for name, text in files.items():
     os.makedirs(os.path.dirname(tmp_path / name), exist_ok=True)
@@ -244,3 +267,5 @@ def test_each_check_finds_what_it_looks_for(tmp_path):
       "bert_tf/tasks/one.py:1: the one task imports bert_tf.tasks.two",
       "bert_tf/tasks/two.py:1: the two task imports bert_tf.tasks.runner"]
   assert folders_without_init(root) == ["tfrecords/loose"]
+  assert peer_pythons_defined_by_hand(root) == [
+      'benchmarks/peers/x.py:1: p.add_argument("--peer_python", default="/tmp/v/bin/python")']

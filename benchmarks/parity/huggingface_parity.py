@@ -62,11 +62,11 @@ import numpy as np
 
 from benchmarks import child  # the peer's side in a fresh process
 from benchmarks import data_root  # $BERT_TF_DATA
+from benchmarks import peer_python  # $BERT_TF_PEER_PYTHON
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "hf_heads")
-PEER_ENV = "BERT_TF_PEER_PYTHON"
 TRANSFORMERS_LIMIT, KERAS_HUB_LIMIT = 1e-5, 1e-4
 INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
 # Outputs with a value per token: compared at real positions only.
@@ -514,8 +514,7 @@ def peer_side(cases_file: str) -> None:
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--peer_python", default=os.environ.get(PEER_ENV),
-                      help=f"the peer venv's python (default: ${PEER_ENV})")
+  peer_python.add_flag(parser, required=False)  # A --side=peer child runs without it.
   parser.add_argument("--data", default=data_root.path(),
                       help="holds glue/MRPC, conll2003 and squad/v1.1 (default: $BERT_TF_DATA)")
   parser.add_argument("--work_dir", help="keep the checkpoints and exports here (default: a "
@@ -527,7 +526,7 @@ def main():
     peer_side(args.cases)
     return
   if not args.peer_python:
-    parser.error(f"--peer_python (or ${PEER_ENV}) names the peer venv's python")
+    parser.error(f"--peer_python (or ${peer_python.ENV}) names the peer venv's python")
   if not args.data:
     parser.error(f"--data (or ${data_root.ENV}) names the folder of MRPC, CoNLL and SQuAD")
   our_side(args)
