@@ -240,6 +240,14 @@ def pretraining_outputs(output_dir: str, nsp: bool) -> dict[str, np.ndarray]:
   return outputs
 
 
+def _model_inputs(records: list[dict]) -> dict[str, np.ndarray]:
+  """Records' token ids, mask and segments, int32 [len(records), ...], by the model's names."""
+  # pylint: disable=import-outside-toplevel
+  from tfrecords import schema
+  return {schema.MODEL_INPUT_NAMES[key]: np.stack([r[key] for r in records]).astype(np.int32)
+          for key in ("input_ids", "input_mask", "segment_ids")}
+
+
 def task_outputs(output_dir: str, data: str, rows: int = 4) -> dict[str, np.ndarray]:
   """A fine-tuned run's model on its first dev records (`data`: where its examples are, see
   `runner.load_trained`): the head's outputs by transformers' names, and the encoder's."""
@@ -249,9 +257,7 @@ def task_outputs(output_dir: str, data: str, rows: int = 4) -> dict[str, np.ndar
   task, model, tokenizer = runner.load_trained(output_dir, data=data)
   examples = task.read_examples(task.splits("eval")[0])
   records = task.convert_examples(examples, tokenizer, False).records[:rows]
-  inputs = {name: np.stack([r[key] for r in records]).astype(np.int32)
-            for key, name in (("input_ids", "input_word_ids"), ("input_mask", "input_mask"),
-                              ("segment_ids", "input_type_ids"))}
+  inputs = _model_inputs(records)
   choices = getattr(task.config, "num_choices", None)
   if choices:  # Records hold an example's endings one after another: [B, N * S] -> [B, N, S].
     inputs = {k: v.reshape(len(records), choices, -1) for k, v in inputs.items()}
@@ -285,9 +291,7 @@ def dev_probabilities(output_dir: str, data_dir: str) -> dict:
   probabilities = []
   for begin in range(0, len(records), 64):
     batch = records[begin:begin + 64]
-    inputs = {name: tf.constant(np.stack([r[key] for r in batch]), tf.int32)
-              for key, name in (("input_ids", "input_word_ids"), ("input_mask", "input_mask"),
-                                ("segment_ids", "input_type_ids"))}
+    inputs = {k: tf.constant(v) for k, v in _model_inputs(batch).items()}
     probabilities.append(tf.nn.softmax(model(inputs, training=False)).numpy())
   return {"pairs": [[e.text_a, e.text_b] for e in examples],
           "labels": [e.label for e in examples], "label_names": task.config.labels,
