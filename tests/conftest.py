@@ -126,7 +126,7 @@ def serve_in_fresh_process(tmp_path_factory):
     # Run from an empty folder: the working tree's packages are not importable from there.
     result = subprocess.run([sys.executable, "-c", _FRESH_PROCESS, str(export_path), signature,
                              str(inputs_path), str(out_path)], capture_output=True, text=True,
-                            timeout=300, env=env, cwd=tmp)
+                            timeout=900, env=env, cwd=tmp)
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(out_path.read_text())
 
@@ -193,7 +193,7 @@ def ops_outside_tf_serving(tmp_path_factory):
       env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
       env.pop("PYTHONPATH", None)
       result = subprocess.run([sys.executable, "-c", _SERVED_OPS, str(out)], capture_output=True,
-                              text=True, timeout=300, env=env, cwd=out.parent)
+                              text=True, timeout=900, env=env, cwd=out.parent)
       assert result.returncode == 0, result.stderr[-3000:]
       served.update({k: set(v) for k, v in json.loads(out.read_text()).items()})
     with open(os.path.join(saved_model_dir, "saved_model.pb"), "rb") as f:

@@ -179,7 +179,7 @@ def _cli(*flags, pythonpath: str | None = None):
   if pythonpath:  # first on the path: shadows installed packages
     env["PYTHONPATH"] = os.pathsep.join([pythonpath, env.get("PYTHONPATH", "")])
   return subprocess.run([sys.executable, "-m", "data_gen.create_pretraining_data", *flags],
-                        capture_output=True, text=True, timeout=300, env=env)
+                        capture_output=True, text=True, timeout=900, env=env)
 
 
 @pytest.mark.slow

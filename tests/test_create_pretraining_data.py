@@ -610,7 +610,7 @@ def test_config_round_trips_through_json():
 def _cli(*flags, python_flags=()):
   return subprocess.run([sys.executable, *python_flags, "-m", "data_gen.create_pretraining_data",
                          *flags],
-                        capture_output=True, text=True, timeout=300,
+                        capture_output=True, text=True, timeout=900,
                         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
 
 
@@ -681,7 +681,7 @@ def test_the_originals_records_read_like_ours(corpus, tmp_path):
       [sys.executable, "-m", "official.nlp.data.create_pretraining_data",
        f"--input_file={small}", f"--output_file={theirs}", f"--vocab_file={VOCAB}",
        f"--max_seq_length={SEQ}", f"--max_predictions_per_seq={PRED}", "--dupe_factor=1"],
-      capture_output=True, text=True, timeout=300,
+      capture_output=True, text=True, timeout=900,
       env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
   assert result.returncode == 0, result.stderr[-2000:]
   batches = list(datasets.pretraining_dataset(str(theirs), SEQ, PRED, batch_size=64,

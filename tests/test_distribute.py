@@ -44,7 +44,7 @@ def test_one_replica_on_the_host_cpu_reads_the_dataset_itself():
 @pytest.mark.slow
 def test_mirrored_over_two_cpus_updates_as_one_device(tmp_path):
   out = subprocess.run([sys.executable, __file__, str(tmp_path)], capture_output=True,
-                       text=True, timeout=300, env=ENV)
+                       text=True, timeout=900, env=ENV)
   assert out.returncode == 0, out.stderr[-3000:]
   results = json.loads(out.stdout.strip().splitlines()[-1])
   assert results["replicas"] == [1, 2]

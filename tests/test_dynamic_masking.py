@@ -139,7 +139,7 @@ def write_unmasked_records(path: str, num_records: int) -> str:
 
 def run_pretraining(*args: str) -> subprocess.CompletedProcess:
   return subprocess.run([sys.executable, "-m", "bert_tf.scripts.run_pretraining", *args],
-                        capture_output=True, text=True, timeout=300, env=ENV)
+                        capture_output=True, text=True, timeout=900, env=ENV)
 
 
 @pytest.fixture(scope="module")

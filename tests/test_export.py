@@ -226,7 +226,7 @@ def test_fresh_process_predicts_as_the_in_process_model(exported, tmp_path):
   script.write_text(FRESH_PROCESS)
   result = subprocess.run([sys.executable, str(script), path, str(tmp_path / "inputs.json"),
                            str(tmp_path / "out.json")], capture_output=True, text=True,
-                          timeout=300, env=SERVING_ENV, cwd=tmp_path)
+                          timeout=900, env=SERVING_ENV, cwd=tmp_path)
   assert result.returncode == 0, result.stderr[-3000:]
   with open(tmp_path / "out.json") as f:
     out = json.load(f)
@@ -325,7 +325,7 @@ def test_saved_model_cli_show_and_run(exported):
   _, _, path, model, tokenizer = exported
   show = subprocess.run([os.path.join(os.path.dirname(sys.executable), "saved_model_cli"),
                          "show", "--dir", path, "--all"], capture_output=True, text=True,
-                        timeout=300, env=SERVING_ENV)
+                        timeout=900, env=SERVING_ENV)
   assert show.returncode == 0, show.stderr[-2000:]
   assert "signature_def['serving_default']" in show.stdout
   assert "inputs['text_b']" in show.stdout and "outputs['probabilities']" in show.stdout
@@ -335,7 +335,7 @@ def test_saved_model_cli_show_and_run(exported):
        "saved_model_cli; sys.argv[0] = 'saved_model_cli'; saved_model_cli.main()",
        "run", "--dir", path, "--tag_set", "serve", "--signature_def", "serving_default",
        "--input_exprs", 'text_a=["The cat sat on the mat."];text_b=["A cat is sitting."]'],
-      capture_output=True, text=True, timeout=300, env=SERVING_ENV)
+      capture_output=True, text=True, timeout=900, env=SERVING_ENV)
   assert run.returncode == 0, run.stderr[-2000:]
   expected = _in_process_logits(model, _features(tokenizer, PAIRS[:1]))
   label = LABELS[int(np.argmax(expected[0]))]

@@ -299,7 +299,7 @@ def test_script(input_file, tmp_path, tiny_checkpoint):
           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
       for message, flags in runs.items()}
   for message, process in processes.items():
-    stdout, stderr = process.communicate(timeout=300)
+    stdout, stderr = process.communicate(timeout=900)
     if message == "ok":
       assert process.returncode == 0, stderr
       assert stdout.startswith("extract_features: 2 examples (20 rows) in ")

@@ -247,7 +247,7 @@ def test_nvidias_flag_is_refused_with_the_conversion(tmp_path):
   out = subprocess.run([sys.executable, "-m", "bert_tf.scripts.run_pretraining",
                         "--bert_config_file=x", "--input_file=y", f"--output_dir={tmp_path}",
                         "--num_accumulation_steps=4", "--train_batch_size=32"],
-                       capture_output=True, text=True, timeout=120, env=ENV)
+                       capture_output=True, text=True, timeout=900, env=ENV)
   assert out.returncode != 0
   assert ("NVIDIA's --num_accumulation_steps takes --train_batch_size as the per-GPU "
           "micro-batch" in out.stderr)
@@ -260,7 +260,7 @@ def test_mirrored_one_all_reduce_per_update_and_the_whole_batch_update(tmp_path)
   the whole batch on one device (the masked positions counted across replicas), and as many
   reductions traced as without accumulation."""
   out = subprocess.run([sys.executable, __file__, str(tmp_path)], capture_output=True,
-                       text=True, timeout=500, env=ENV)
+                       text=True, timeout=900, env=ENV)
   assert out.returncode == 0, out.stderr[-3000:]
   results = json.loads(out.stdout.strip().splitlines()[-1])
   assert results["replicas"] == 2

@@ -289,7 +289,7 @@ def test_heads_transformers_has_no_class_for_are_refused(tmp_path):
 def _export_cli(*flags):
   return subprocess.run(
       [sys.executable, "-m", "bert_tf.scripts.export_saved_model", "--format=huggingface",
-       *flags], capture_output=True, text=True, timeout=300, env=ENV)
+       *flags], capture_output=True, text=True, timeout=900, env=ENV)
 
 
 @pytest.mark.slow

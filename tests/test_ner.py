@@ -375,7 +375,7 @@ def _run_ner(tmp_path, *flags):
       [sys.executable, "-m", "bert_tf.scripts.run_ner", f"--data_dir={tmp_path / 'data'}",
        f"--output_dir={tmp_path / 'out'}", f"--bert_config_file={tiny_config(tmp_path / 'c.json')}",
        f"--vocab_file={VOCAB}", "--max_seq_length=16", *flags],
-      capture_output=True, text=True, timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+      capture_output=True, text=True, timeout=900, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
 
 
 @pytest.mark.slow

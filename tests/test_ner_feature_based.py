@@ -199,7 +199,7 @@ def test_cli_refuses_a_bad_name_in_one_line(tmp_path):
       [sys.executable, "-m", "bert_tf.scripts.run_ner", f"--data_dir={tmp_path / 'data'}",
        f"--output_dir={tmp_path / 'out'}", f"--bert_config_file={tmp_path / 'c.json'}",
        f"--vocab_file={VOCAB}", "--do_train", "--feature_based=last_four_concat"],
-      capture_output=True, text=True, timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+      capture_output=True, text=True, timeout=900, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
   assert result.returncode != 0
   lines = [line for line in result.stderr.splitlines() if "run_ner: error:" in line]
   assert lines == ["run_ner: error: --feature_based=last_four_concat: must be one of embeddings, "

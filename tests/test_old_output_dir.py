@@ -34,7 +34,7 @@ def old(tmp_path):
 def _run_classifier(old, *flags) -> subprocess.CompletedProcess:
   return subprocess.run(
       [sys.executable, "-m", "bert_tf.scripts.run_classifier", f"--data_dir={old / 'data'}",
-       f"--output_dir={old / 'out'}", *flags], capture_output=True, text=True, timeout=600,
+       f"--output_dir={old / 'out'}", *flags], capture_output=True, text=True, timeout=900,
       env=ENV)
 
 

@@ -67,7 +67,7 @@ def test_create_pretraining_data_refuses_while_another_job_writes_its_prefix(tmp
         [sys.executable, "-m", "data_gen.create_pretraining_data",
          f"--input_file={tmp_path / 'corpus.txt'}", f"--output_file={prefix}",
          f"--vocab_file={VOCAB}", "--num_workers=1"],
-        capture_output=True, text=True, timeout=300, env=ENV)
+        capture_output=True, text=True, timeout=900, env=ENV)
     assert os.listdir(tmp_path / "out") == [".pretrain.tfrecord.lock"]  # Ours: nothing written.
   assert result.returncode == 1
   [error] = [l for l in result.stderr.splitlines()

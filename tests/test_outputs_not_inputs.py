@@ -120,7 +120,7 @@ def test_every_entry_point_refuses_in_one_line(tmp_path):
                              text=True, env=ENV)
       for name, (flags, _) in runs.items()}
   for name, process in processes.items():
-    _, stderr = process.communicate(timeout=300)
+    _, stderr = process.communicate(timeout=900)
     assert process.returncode == 1, (name, stderr[-2000:])
     assert stderr.strip().splitlines()[-1] == f"{name}: error: {runs[name][1]}", stderr[-2000:]
     assert "Traceback" not in stderr

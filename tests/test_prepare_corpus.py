@@ -420,13 +420,13 @@ def test_the_command_line_one_line_errors_and_a_run(tmp_path):
   command = [sys.executable, "-m", "data_gen.prepare_corpus", "--num_workers=1",
              f"--output_file={tmp_path / 'out' / 'corpus.txt'}"]
   bad = subprocess.run(command + [f"--input_file={cut}"], capture_output=True, text=True,
-                       cwd=ROOT, env=env, timeout=300, check=False)
+                       cwd=ROOT, env=env, timeout=900, check=False)
   assert bad.returncode == 1 and "Traceback" not in bad.stderr
   assert bad.stderr.strip().splitlines()[-1].startswith(f"prepare_corpus: error: {cut}: "
                                                         "truncated")
   dump = _write(tmp_path / "tiny.xml", _dump())
   good = subprocess.run(command + [f"--input_file={dump}", "--num_output_shards=2"],
-                        capture_output=True, text=True, cwd=ROOT, env=env, timeout=300,
+                        capture_output=True, text=True, cwd=ROOT, env=env, timeout=900,
                         check=False)
   assert good.returncode == 0, good.stderr
   assert "documents 6 read, 3 written" in good.stdout

@@ -179,7 +179,7 @@ def test_pretraining_with_it_resumes_without_it(tmp_path, tiny_config_file):
 @pytest.mark.slow
 def test_several_replicas_refuse_it_with_dropout_only(tmp_path):
   out = subprocess.run([sys.executable, __file__], capture_output=True, text=True,
-                       timeout=300, env=ENV)
+                       timeout=900, env=ENV)
   assert out.returncode == 0, out.stderr[-3000:]
   results = json.loads(out.stdout.strip().splitlines()[-1])
   assert results["replicas"] == 2

@@ -197,7 +197,7 @@ def test_cli_exits_non_zero_with_the_file_and_line(tmp_path):
        f"--data_dir={tmp_path / 'data'}", f"--output_dir={tmp_path / 'out'}",
        f"--bert_config_file={tiny_config(str(tmp_path / 'bert_config.json'))}",
        f"--vocab_file={VOCAB}", "--max_seq_length=16", "--do_train", "--do_eval"],
-      capture_output=True, text=True, timeout=300,
+      capture_output=True, text=True, timeout=900,
       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
   assert result.returncode != 0
   assert "run_classifier: error:" in result.stderr

@@ -25,7 +25,7 @@ ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
 
 def run_pretraining(*args: str) -> subprocess.CompletedProcess:
   return subprocess.run([sys.executable, "-m", "bert_tf.scripts.run_pretraining", *args],
-                        capture_output=True, text=True, timeout=300, env=ENV)
+                        capture_output=True, text=True, timeout=900, env=ENV)
 
 
 def read_results(path) -> dict[str, float]:

@@ -43,7 +43,7 @@ def _run_in_ram(script: str, flags: list[str], cwd) -> list[str]:
   result = subprocess.run(
       [sys.executable, "-c", check, "--output_dir=ram://out", "--export_dir=ram://serving",
        "--do_train", "--do_eval", "--do_predict", "--num_train_epochs=1", *flags],
-      capture_output=True, text=True, timeout=600, env=ENV, cwd=cwd)
+      capture_output=True, text=True, timeout=900, env=ENV, cwd=cwd)
   assert result.returncode == 0, result.stderr[-3000:]
   # A head that leaves weights unused (SQuAD's, the pooler) must not warn at every trace.
   assert "Gradients do not exist" not in result.stderr

@@ -274,7 +274,7 @@ def test_cli_exits_with_one_line(tmp_path):
        f"--bert_config_file={tiny_config(tmp_path / 'bert_config.json')}",
        f"--vocab_file={VOCAB}", "--max_seq_length=16", "--do_train", "--do_eval",
        "--do_predict"],
-      capture_output=True, text=True, timeout=300, env=ENV)
+      capture_output=True, text=True, timeout=900, env=ENV)
   assert result.returncode == 1
   lines = [l for l in result.stderr.splitlines() if "run_swag: error:" in l]
   assert lines == [f"run_swag: error: {tmp_path / 'data' / 'val.csv'}:3: label '5' is not one "

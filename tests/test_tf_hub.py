@@ -60,7 +60,7 @@ def ours(tmp_path_factory, tiny_bert_config, vocab_file, tokenizer):
   shutil.copy(vocab_file, tmp / "ckpt" / "vocab.txt")
   paths = {name: str(tmp / "hub" / name) for name in ("encoder", "preprocessor")}
   out, err = _export_saved_model(f"--init_checkpoint={prefix}", f"--export_dir={tmp / 'hub'}",
-                                 f"--max_seq_length={SEQ}").communicate(timeout=600)
+                                 f"--max_seq_length={SEQ}").communicate(timeout=900)
   assert out.splitlines()[-2:] == [f"{name}: {path}" for name, path in paths.items()], err
   inputs = _packed(tokenizer, SEQ, TEXTS)
   return dict(model=model, paths=paths, inputs=inputs, tmp=tmp)
@@ -247,7 +247,7 @@ def test_a_users_mistake_is_one_line(ours, tmp_path):
   }
   procs = {message: _export_saved_model(*flags) for message, flags in runs.items()}
   for message, proc in procs.items():
-    _, err = proc.communicate(timeout=600)
+    _, err = proc.communicate(timeout=900)
     assert proc.returncode == 1, err[-3000:]
     assert err.strip().splitlines()[-1] == f"export_saved_model: error: {message}"
   assert not (tmp_path / "x").exists()
@@ -310,7 +310,7 @@ def test_a_keras_model_on_it_fine_tunes_also_mirrored(ours, tokenizer, tmp_path)
   env.pop("PYTHONPATH", None)
   result = subprocess.run([sys.executable, "-c", _FINE_TUNE, ours["paths"]["encoder"],
                            str(tmp_path / "data.npz")], capture_output=True, text=True,
-                          env=env, cwd=tmp_path, timeout=600)
+                          env=env, cwd=tmp_path, timeout=900)
   assert result.returncode == 0, result.stderr[-3000:]
   losses = json.loads(result.stdout.strip().splitlines()[-1])
   assert losses["mirrored"]["replicas"] == 2

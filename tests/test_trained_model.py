@@ -159,7 +159,7 @@ def _run_ner(data, output_dir, *flags):
   return subprocess.run(
       [sys.executable, "-m", "bert_tf.scripts.run_ner", f"--data_dir={data}",
        f"--output_dir={output_dir}", "--do_predict", *flags],
-      capture_output=True, text=True, timeout=300, env=ENV)
+      capture_output=True, text=True, timeout=900, env=ENV)
 
 
 @pytest.mark.slow

@@ -48,7 +48,7 @@ def test_killed_run_resumed_in_another_process_matches_the_uninterrupted_run(run
   # Resume in a new process: it must restore model, optimizer, step and input position.
   out = subprocess.run([sys.executable, __file__, runs["records"], runs["init"],
                         str(d / "killed"), str(TOTAL_STEPS)],
-                       capture_output=True, text=True, timeout=300,
+                       capture_output=True, text=True, timeout=900,
                        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
   assert out.returncode == 0, out.stderr[-3000:]
   resumed = json.loads(out.stdout.strip().splitlines()[-1])

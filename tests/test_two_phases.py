@@ -269,7 +269,7 @@ def test_run_pretraining_refuses_a_mismatch_naming_the_flag_and_both_values(runs
   out = subprocess.run(
       [sys.executable, "-m", "bert_tf.scripts.run_pretraining", *flags, "--do_train",
        "--learning_rate=5e-4", f"--continue_from={runs / 'phase1' / 'ckpt-4'}"],
-      capture_output=True, text=True, timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+      capture_output=True, text=True, timeout=900, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
   assert out.returncode == 1
   errors = [l for l in out.stderr.splitlines() if l.startswith("run_pretraining: error: ")]
   assert errors == [f"run_pretraining: error: --learning_rate=0.0005, but the run "
