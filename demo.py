@@ -18,13 +18,15 @@ import sys
 OUT = os.path.abspath("demo_output")
 SEQ_LEN = 64
 MAX_PREDICTIONS = 10
-# 2,400 steps (masked LM accuracy ~0.22 on its records): fine-tuned from 1,200 (~0.20), the small
-# BERT was 8 points less ahead of itself from scratch (benchmarks/README.md, "The demo's small BERT").
+# 2,400 steps (masked LM accuracy ~0.23 on its records): on the demo's former task, fine-tuning from
+# 1,200 (~0.20) gave 62% dev, from 2,400 70% (benchmarks/README.md, "The demo's small BERT").
 PRETRAIN_STEPS = 2400
 # The small BERT's fine-tuning, the same from its pretraining and from scratch: a 2-layer model
 # wants a higher rate than BERT-Base's (at 2e-4 for 5 epochs it did not fit its training set).
 SMALL_LEARNING_RATE = 1e-3
 SMALL_EPOCHS = 5
+# A task row's text: the sentence's words (copies of a sentence that differ in punctuation or
+# markup, common in pydoc's topics, become one row, on one side of the split).
 WORD = re.compile(r"[A-Za-z0-9_]+(?:'[a-z]+)?")
 # The fine-tuning task's labels: the corpus's five largest topics (pydoc's names).
 TOPICS = ("specialnames", "compound", "types", "debugger", "string-methods")
@@ -74,8 +76,8 @@ def make_topic_task(task_dir: str) -> frozenset[str]:
 
   Few labels, more text without them: where pretraining pays. (Telling real sentences from
   their words shuffled, the demo's task before, it did not: the model from scratch learnt it as
-  well from the labels.) A sentence is its words only (WORD), and a dev sentence's words are in
-  no training row. Returns the dev rows' sentences as the corpus has them, for pretraining to
+  well from the labels.) A row is a sentence's words (WORD); a dev row's words are in no
+  training row. Returns the dev rows' sentences as the corpus has them, for pretraining to
   leave out.
   """
   from data_gen import sample_corpus
