@@ -27,6 +27,7 @@ import json
 import os
 from benchmarks import data_root  # $BERT_TF_DATA
 from benchmarks import recipes  # --recipe: its max_train_questions
+from benchmarks import scratch  # $BERT_TF_SCRATCH or the temporary folder
 
 V1_TRAIN_ARTICLES = 32
 V1_EVAL_ARTICLES = 16
@@ -86,7 +87,7 @@ def main():
   v2 = data_root.path("squad", "v2.0", "dev-v2.0-articles-0-7.json")
   parser.add_argument("--v1_file", default=v1, required=v1 is None)
   parser.add_argument("--v2_file", default=v2, required=v2 is None)
-  parser.add_argument("--output_dir", default="/tmp/squad_bench")
+  parser.add_argument("--output_dir", default=scratch.path("squad_bench"))
   parser.add_argument("--max_train_questions", type=int,
                       help="Keep N training questions of each version, evenly spaced (0: all; "
                       "default: the recipe's).")

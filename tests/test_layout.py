@@ -11,8 +11,9 @@ sits (top level or inside a function):
   task, its parts or the runner: a task is one file (plus its parts) that stands alone;
 - every folder of a package has an __init__.py (setup.cfg's `packages = find:` drops the
   folder from the wheel otherwise, while the tests still pass from the source tree);
-- no benchmark names a machine's path for the peer's python (benchmarks/peer_python.py:
-  $BERT_TF_PEER_PYTHON or --peer_python).
+- no benchmark flag defaults to a machine's path: the peer's python is benchmarks/
+  peer_python.py's ($BERT_TF_PEER_PYTHON), the data root data_root.py's ($BERT_TF_DATA), the
+  scratch folder scratch.py's ($BERT_TF_SCRATCH or the temporary folder).
 """
 import ast
 import collections
@@ -195,9 +196,9 @@ def folders_without_init(root: str = ROOT) -> list[str]:
           "__init__.py" not in files]
 
 
-def peer_pythons_defined_by_hand(root: str) -> list[str]:
-  """benchmarks/ lines that define --peer_python themselves, or default a python to a path: the
-  peer's python is benchmarks/peer_python.py's flag ($BERT_TF_PEER_PYTHON), never a machine's."""
+def machine_paths_in_benchmarks(root: str) -> list[str]:
+  """benchmarks/ lines that define --peer_python themselves, or default a flag to an absolute
+  path: paths come from benchmarks/peer_python.py, data_root.py and scratch.py."""
   found = []
   paths = [os.path.join(folder, name)
            for folder, _, files in os.walk(os.path.join(root, "benchmarks"))
@@ -205,13 +206,14 @@ def peer_pythons_defined_by_hand(root: str) -> list[str]:
   for path in sorted(paths):
     with open(path, encoding="utf-8") as f:
       for n, line in enumerate(f, 1):
-        if '"--peer_python"' in line or re.search(r'default="[^"]*/bin/python', line):
+        if ('"--peer_python"' in line or re.search(r'default="/', line) or
+            re.search(r'DEFINE_\w+\("\w+",\s*"/', line)):
           found.append(f"{os.path.relpath(path, root)}:{n}: {line.strip()}")
   return found
 
 
-def test_no_benchmark_names_a_machine_path_for_the_peer():
-  assert peer_pythons_defined_by_hand(ROOT) == []
+def test_no_benchmark_flag_defaults_to_a_machine_path():
+  assert machine_paths_in_benchmarks(ROOT) == []
 
 
 def test_no_import_runs_against_the_flow():
@@ -251,7 +253,10 @@ def test_each_check_finds_what_it_looks_for(tmp_path):
       "bert_tf/tasks/two.py": "from bert_tf.tasks import runner\n",
       "export/__init__.py": "", "tfrecords/__init__.py": "", "data_gen/__init__.py": "",
       "tfrecords/loose/x.py": "",
-      "benchmarks/peers/x.py": 'p.add_argument("--peer_python", default="/tmp/v/bin/python")\n',
+      "benchmarks/peers/x.py": 'p.add_argument("--peer_python", default="/tmp/v/bin/python")\n'
+                               'p.add_argument("--work_dir", default="/tmp/w")\n'
+                               'flags.DEFINE_string("output_dir", "/tmp/o", "Output.")\n'
+                               'flags.DEFINE_string("model", "minilm", "A name.")\n',
   }
   for name, text in files.items():
     os.makedirs(os.path.dirname(tmp_path / name), exist_ok=True)
@@ -267,5 +272,7 @@ def test_each_check_finds_what_it_looks_for(tmp_path):
       "bert_tf/tasks/one.py:1: the one task imports bert_tf.tasks.two",
       "bert_tf/tasks/two.py:1: the two task imports bert_tf.tasks.runner"]
   assert folders_without_init(root) == ["tfrecords/loose"]
-  assert peer_pythons_defined_by_hand(root) == [
-      'benchmarks/peers/x.py:1: p.add_argument("--peer_python", default="/tmp/v/bin/python")']
+  assert machine_paths_in_benchmarks(root) == [
+      'benchmarks/peers/x.py:1: p.add_argument("--peer_python", default="/tmp/v/bin/python")',
+      'benchmarks/peers/x.py:2: p.add_argument("--work_dir", default="/tmp/w")',
+      'benchmarks/peers/x.py:3: flags.DEFINE_string("output_dir", "/tmp/o", "Output.")']

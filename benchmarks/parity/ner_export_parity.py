@@ -31,9 +31,10 @@ from bert_tf import tokenization
 from bert_tf.tasks import runner
 from export import saved_model
 from benchmarks import data_root  # $BERT_TF_DATA
+from benchmarks import scratch  # $BERT_TF_SCRATCH or the temporary folder
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("model_dir", "/tmp/bench_ner/document_context_False",
+flags.DEFINE_string("model_dir", scratch.path("bench_ner", "document_context_False"),
                     "run_ner's output_dir (a tagger trained with --nodocument_context).")
 flags.DEFINE_string("data_dir", data_root.path("conll2003"), "Holds the split's file.")
 if data_root.path("conll2003") is None:

@@ -30,13 +30,15 @@ from bert_tf.tasks import runner
 from bert_tf.tasks import squad
 from bert_tf.tokenization import FullTokenizer
 from benchmarks import recipes  # --recipe: the windows' settings, the peer's too
+from benchmarks import scratch  # $BERT_TF_SCRATCH or the temporary folder
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("windows", None, "The peer's windows (hf_squad_peer.py --dump_windows).")
-flags.DEFINE_string("train_file", "/tmp/squad_bench/train-v1.1.json", "SQuAD training JSON.")
+flags.DEFINE_string("train_file", scratch.path("squad_bench", "train-v1.1.json"),
+                    "SQuAD training JSON.")
 flags.DEFINE_string("model_dir", None, "A trained run's output_dir: write its logits on the "
                     "peer's evaluation windows to --logits.")
-flags.DEFINE_string("logits", "/tmp/logits.npz", "Where the logits go (.npz: start, end).")
+flags.DEFINE_string("logits", scratch.path("logits.npz"), "Where the logits go (.npz: start, end).")
 flags.DEFINE_integer("max_seq_length", None, "Sequence length.")
 flags.DEFINE_integer("doc_stride", None, "Step between passage windows.")
 flags.DEFINE_integer("max_query_length", None, "Question pieces kept.")

@@ -24,10 +24,12 @@ import tensorflow as tf
 
 from bert_tf.tasks import squad_eval
 from export import saved_model
+from benchmarks import scratch  # $BERT_TF_SCRATCH or the temporary folder
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("model_dir", "/tmp/bench_squad_v1", "run_squad's output_dir.")
-flags.DEFINE_string("predict_file", "/tmp/squad_bench/eval-v1.1.json", "Its --predict_file.")
+flags.DEFINE_string("model_dir", scratch.path("bench_squad_v1"), "run_squad's output_dir.")
+flags.DEFINE_string("predict_file", scratch.path("squad_bench", "eval-v1.1.json"),
+                    "Its --predict_file.")
 flags.DEFINE_integer("batch_size", 16, "Questions per request.")
 
 

@@ -43,6 +43,7 @@ import numpy as np
 from benchmarks import child  # each run in a fresh process
 from benchmarks import peer_python  # $BERT_TF_PEER_PYTHON
 from benchmarks import recipes  # --recipe: the recipe both sides run
+from benchmarks import scratch  # $BERT_TF_SCRATCH or the temporary folder
 
 HERE = os.path.dirname(os.path.abspath(__file__))  # benchmarks/peers
 ROOT = os.path.dirname(os.path.dirname(HERE))  # the repository
@@ -137,7 +138,7 @@ def main():
                       help="The peer decays its learning rate from step 0, as bert_tf.")
   parser.add_argument("--ways", default="bert_tf default,hf max_length",
                       help="Comma-separated subset of: " + ", ".join(WAYS))
-  parser.add_argument("--work_dir", default="/tmp/bench_glue_compare")
+  parser.add_argument("--work_dir", default=scratch.path("bench_glue_compare"))
   parser.add_argument("--results_dir", help="Keep each run's result here and reuse it when "
                       "the same run (way, seed, settings, code) is asked again: runs are "
                       "deterministic, so an interrupted comparison goes on where it stopped.")

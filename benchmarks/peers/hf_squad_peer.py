@@ -71,6 +71,7 @@ import transformers
 
 from benchmarks.peers.hf_peer import fine_tune, impl, on_model_device, replay_config, replay_steps
 from benchmarks.peers.hf_peer import parse_args as peer_args
+from benchmarks import scratch  # $BERT_TF_SCRATCH or the temporary folder
 
 
 @dataclasses.dataclass
@@ -375,10 +376,10 @@ def write_json(path, value):
 
 def main():
   parser = argparse.ArgumentParser()
-  parser.add_argument("--train_file", default="/tmp/squad_bench/train-v1.1.json")
-  parser.add_argument("--predict_file", default="/tmp/squad_bench/eval-v1.1.json")
+  parser.add_argument("--train_file", default=scratch.path("squad_bench", "train-v1.1.json"))
+  parser.add_argument("--predict_file", default=scratch.path("squad_bench", "eval-v1.1.json"))
   parser.add_argument("--model_dir", required=True)
-  parser.add_argument("--output_dir", default="/tmp/hf_squad")
+  parser.add_argument("--output_dir", default=scratch.path("hf_squad"))
   parser.add_argument("--dump_windows", help="Write the windows here (.npz) and stop.")
   parser.add_argument("--score_logits", help="Score these logits (.npz: start, end) and stop.")
   args = peer_args(parser, "squad_v1", padding=None)

