@@ -17,7 +17,6 @@ bytes:
     --direct_running_mode=multi_processing
 """
 import contextlib
-import os
 import sys
 
 from absl import app
@@ -25,7 +24,7 @@ from absl import flags
 
 from bert_tf.common import errors
 from bert_tf.common import output_lock
-from data_gen import instances
+from data_gen import launch
 from data_gen.config import PretrainingDataConfig
 
 # No TensorFlow at the top: the spawned workers re-import this module, and TensorFlow (imported
@@ -70,6 +69,7 @@ flags.DEFINE_string("runner", None,
                     "DirectRunner runs as the FnApiRunner (it would download Prism).")
 
 FLAGS = flags.FLAGS
+PROGRAM = "create_pretraining_data"
 
 
 def _config() -> PretrainingDataConfig:
@@ -81,10 +81,9 @@ def _config() -> PretrainingDataConfig:
       random_token_prob=FLAGS.random_token_prob, dynamic_masking=FLAGS.dynamic_masking)
 
 
-def _generate(config: PretrainingDataConfig, options, num_workers: int,
-              workers) -> tuple[dict, list[str]]:
-  """The job (on Beam with `options`, else on the `num_workers` `workers`): (stats, the
-  shards written)."""
+def _generate(config: PretrainingDataConfig,
+              launched: launch.Launch) -> tuple[dict, list[str]]:
+  """The job (on Beam or the local workers, as launched): (stats, the shards written)."""
   # pylint: disable=g-import-not-at-top  (see the note above the flags)
   from bert_tf.tokenization import FullTokenizer
   from data_gen import pipeline
@@ -98,65 +97,39 @@ def _generate(config: PretrainingDataConfig, options, num_workers: int,
       [("--vocab_file", FLAGS.vocab_file)])
   tokenizer = FullTokenizer(FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
   with output_lock.lock_output_files(prefixes):
-    if options is not None:
+    if launched.options is not None:
       from data_gen import beam_pipeline
       return beam_pipeline.create_pretraining_data(input_files, output_files, tokenizer,
-                                                   config, options), output_files
+                                                   config, launched.options), output_files
     return pipeline.create_pretraining_data(input_files, output_files, tokenizer, config,
-                                            num_workers, workers=workers), output_files
+                                            launched.num_workers,
+                                            workers=launched.workers), output_files
 
 
 def main(argv):
-  beam_args = argv[1:]
-  if beam_args and not FLAGS.runner:
-    sys.exit(f"create_pretraining_data: error: unexpected arguments {' '.join(beam_args)} "
-             "(Beam pipeline options go with --runner)")
-  if FLAGS.runner and FLAGS.num_workers is not None:
-    sys.exit("create_pretraining_data: error: --num_workers is for the local worker processes; "
-             "with --runner, give the runner's options (--direct_num_workers=N, "
-             "--num_workers=N on Dataflow)")
-  # pylint: disable=g-import-not-at-top  (see the note above the flags)
-  options = workers = None
-  num_workers = FLAGS.num_workers or len(os.sched_getaffinity(0))
   try:
-    config = _config()  # bad settings fail here, before TensorFlow loads
-    if FLAGS.runner:  # and bad Beam options
-      try:
-        from data_gen import beam_options
-      except ImportError as e:
-        raise ValueError(f"--runner needs Apache Beam: pip install -e '.[beam]' ({e})") \
-            from None
-      options = beam_options.pipeline_options([f"--runner={FLAGS.runner}", *beam_args])
-    else:  # started first: they boot (~0.4 s each) while this process loads TensorFlow
-      workers = instances.start_workers(num_workers)
+    config = _config()  # bad settings fail here, before TensorFlow loads; and bad Beam options
+    launched = launch.start(PROGRAM, FLAGS.runner, FLAGS.num_workers, argv[1:])
   except ValueError as e:
-    sys.exit(f"create_pretraining_data: error: {e}")
+    sys.exit(f"{PROGRAM}: error: {e}")
   try:
-    with workers or contextlib.nullcontext():
-      stats, output_files = _generate(config, options, num_workers, workers)
+    with launched.workers or contextlib.nullcontext():
+      stats, output_files = _generate(config, launched)
   except Exception as e:  # pylint: disable=broad-except
     if not errors.is_user_error(e):  # A user's error becomes one line; a bug keeps its trace.
       raise
-    sys.exit(f"create_pretraining_data: error: {errors.message(e)}")
-  from data_gen import pipeline
+    sys.exit(f"{PROGRAM}: error: {errors.message(e)}")
+  from data_gen import pipeline  # pylint: disable=g-import-not-at-top
   print(pipeline.summary(stats))
   print(f"wrote {len(output_files)} shard(s) ({output_files[0]}"
         f"{', ...' if len(output_files) > 1 else ''}); stats in "
         f"{pipeline.stats_path(output_files[0])}")
 
 
-def _parse_flags(argv: list[str]) -> list[str]:
-  """Our flags; what is left (a Beam pipeline option) goes on to main, which checks it."""
-  try:
-    return FLAGS(argv, known_only=True)
-  except flags.Error as e:
-    sys.exit(f"create_pretraining_data: error: {e}")
-
-
 def run():
   """The `create_pretraining_data` console script."""
   flags.mark_flags_as_required(["input_file", "output_file", "vocab_file"])
-  app.run(main, flags_parser=_parse_flags)
+  app.run(main, flags_parser=lambda argv: launch.parse_flags(FLAGS, argv, PROGRAM))
 
 
 if __name__ == "__main__":

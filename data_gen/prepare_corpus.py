@@ -12,7 +12,6 @@ Writes the training shards <output_file>-0000i-of-0000N, the held-out documents 
 (corpus/wiki.holdout.txt) and the stats (corpus/wiki.stats.json).
 """
 import contextlib
-import os
 import sys
 
 from absl import app
@@ -21,7 +20,7 @@ from absl import flags
 from bert_tf.common import errors
 from bert_tf.common import output_lock
 from data_gen import corpus_config
-from data_gen import instances
+from data_gen import launch
 from data_gen import sentences
 
 # No TensorFlow here: the spawned workers re-import this module.
@@ -66,8 +65,8 @@ def _config() -> corpus_config.CorpusConfig:
       min_words=FLAGS.min_words, dedup=FLAGS.dedup, page_time_limit=FLAGS.page_time_limit)
 
 
-def _run(config, options, num_workers: int, workers) -> dict:
-  """The job (on Beam with `options`, else on the `num_workers` `workers`): its stats."""
+def _run(config: corpus_config.CorpusConfig, launched: launch.Launch) -> dict:
+  """The job (on Beam or the local workers, as launched): its stats."""
   # pylint: disable=g-import-not-at-top  (TensorFlow, under the output helpers: not in workers)
   from data_gen import corpus_pipeline
   from data_gen import pipeline
@@ -78,40 +77,22 @@ def _run(config, options, num_workers: int, workers) -> dict:
       train + holdout + [pipeline.stats_path(FLAGS.output_file)],
       "--output_file", [("--input_file", p) for p in FLAGS.input_file.split(",")])
   with output_lock.lock_output_files([FLAGS.output_file]):
-    if options is not None:
+    if launched.options is not None:
       from data_gen import corpus_beam
-      return corpus_beam.prepare_corpus(input_files, FLAGS.output_file, config, options)
-    return corpus_pipeline.prepare_corpus(input_files, FLAGS.output_file, config, num_workers,
-                                          workers=workers)
+      return corpus_beam.prepare_corpus(input_files, FLAGS.output_file, config,
+                                        launched.options)
+    return corpus_pipeline.prepare_corpus(input_files, FLAGS.output_file, config,
+                                          launched.num_workers, workers=launched.workers)
 
 
 def main(argv):
-  beam_args = argv[1:]
-  if beam_args and not FLAGS.runner:
-    sys.exit(f"{PROGRAM}: error: unexpected arguments {' '.join(beam_args)} (Beam pipeline "
-             "options go with --runner)")
-  if FLAGS.runner and FLAGS.num_workers is not None:
-    sys.exit(f"{PROGRAM}: error: --num_workers is for the local worker processes; with "
-             "--runner, give the runner's options (--direct_num_workers=N, --num_workers=N on "
-             "Dataflow)")
-  options = workers = None
-  num_workers = FLAGS.num_workers or len(os.sched_getaffinity(0))
   try:
     config = _config()
-    if FLAGS.runner:
-      try:
-        from data_gen import beam_options  # pylint: disable=g-import-not-at-top
-      except ImportError as e:
-        raise ValueError(f"--runner needs Apache Beam: pip install -e '.[beam]' ({e})") \
-            from None
-      options = beam_options.pipeline_options([f"--runner={FLAGS.runner}", *beam_args],
-                                              PROGRAM)
-    else:  # started first: they boot while this process loads the output helpers
-      workers = instances.start_workers(num_workers)
+    launched = launch.start(PROGRAM, FLAGS.runner, FLAGS.num_workers, argv[1:])
   except ValueError as e:
     sys.exit(f"{PROGRAM}: error: {e}")
-  with errors.exit_on_user_error(PROGRAM), workers or contextlib.nullcontext():
-    stats = _run(config, options, num_workers, workers)
+  with errors.exit_on_user_error(PROGRAM), launched.workers or contextlib.nullcontext():
+    stats = _run(config, launched)
   # pylint: disable=g-import-not-at-top
   from data_gen import corpus_pipeline
   from data_gen import pipeline
@@ -121,18 +102,10 @@ def main(argv):
         f"{pipeline.stats_path(FLAGS.output_file)}")
 
 
-def _parse_flags(argv: list[str]) -> list[str]:
-  """Our flags; what is left (a Beam pipeline option) goes on to main, which checks it."""
-  try:
-    return FLAGS(argv, known_only=True)
-  except flags.Error as e:
-    sys.exit(f"{PROGRAM}: error: {e}")
-
-
 def run():
   """The `prepare_corpus` console script."""
   flags.mark_flags_as_required(["input_file", "output_file"])
-  app.run(main, flags_parser=_parse_flags)
+  app.run(main, flags_parser=lambda argv: launch.parse_flags(FLAGS, argv, PROGRAM))
 
 
 if __name__ == "__main__":
