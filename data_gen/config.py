@@ -1,7 +1,7 @@
 """The pretraining data job's settings: google-research/bert's flags, plus the masking split."""
 import dataclasses
-import json
 
+from bert_tf.common import json_config
 from tfrecords.masked_lm import MaskingRules
 
 
@@ -10,7 +10,7 @@ MAX_POSITIONS = 512
 
 
 @dataclasses.dataclass(frozen=True)
-class PretrainingDataConfig:
+class PretrainingDataConfig(json_config.JsonConfig):
   """What `create_pretraining_data` makes of the corpus; field names are the flags'.
 
   mask_token_prob and random_token_prob split the chosen positions (the paper's Table 8
@@ -49,17 +49,3 @@ class PretrainingDataConfig:
   def masking_rules(self) -> MaskingRules:
     return MaskingRules(self.max_predictions_per_seq, self.masked_lm_prob,
                         self.do_whole_word_mask, self.mask_token_prob, self.random_token_prob)
-
-  def to_dict(self) -> dict:
-    return dataclasses.asdict(self)
-
-  @classmethod
-  def from_dict(cls, d: dict) -> "PretrainingDataConfig":
-    return cls(**d)
-
-  def to_json(self) -> str:
-    return json.dumps(self.to_dict(), indent=2, sort_keys=True)
-
-  @classmethod
-  def from_json(cls, text: str) -> "PretrainingDataConfig":
-    return cls.from_dict(json.loads(text))

@@ -1,14 +1,14 @@
 """prepare_corpus's settings (what its output depends on), checked before any work starts."""
 import dataclasses
-import json
 
+from bert_tf.common import json_config
 from data_gen import sentences
 
 SOURCES = ("auto", "wikipedia", "wikiextractor", "books", "paragraphs")
 
 
 @dataclasses.dataclass(frozen=True)
-class CorpusConfig:
+class CorpusConfig(json_config.JsonConfig):
   """What `prepare_corpus` makes of its sources; field names are the flags'.
 
   source:             the input's kind, or "auto": detected per file (`corpus_sources.detect`).
@@ -51,17 +51,3 @@ class CorpusConfig:
       raise ValueError(f"--min_words={self.min_words}: must be >= 0")
     if self.page_time_limit < 0:
       raise ValueError(f"--page_time_limit={self.page_time_limit}: must be >= 0 (0: none)")
-
-  def to_dict(self) -> dict:
-    return dataclasses.asdict(self)
-
-  @classmethod
-  def from_dict(cls, d: dict) -> "CorpusConfig":
-    return cls(**d)
-
-  def to_json(self) -> str:
-    return json.dumps(self.to_dict(), indent=2, sort_keys=True)
-
-  @classmethod
-  def from_json(cls, text: str) -> "CorpusConfig":
-    return cls.from_dict(json.loads(text))

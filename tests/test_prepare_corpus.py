@@ -432,3 +432,25 @@ def test_the_command_line_one_line_errors_and_a_run(tmp_path):
   assert "documents 6 read, 3 written" in good.stdout
   assert sorted(os.listdir(tmp_path / "out")) == [
       "corpus.stats.json", "corpus.txt-00000-of-00002", "corpus.txt-00001-of-00002"]
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"source": "web"}, "--source=web: must be one of auto, wikipedia"),
+    ({"sentence_splitter": "regex"}, "--sentence_splitter=regex: must be one of"),
+    ({"num_output_shards": 0}, "--num_output_shards=0: must be >= 1"),
+    ({"holdout_fraction": 1.0}, r"--holdout_fraction=1.0: must be in \[0, 1\)"),
+    ({"num_holdout_shards": 0}, "--num_holdout_shards=0: must be >= 1"),
+    ({"min_sentences": 0}, "--min_sentences=0: must be >= 1"),
+    ({"min_words": -1}, "--min_words=-1: must be >= 0"),
+    ({"page_time_limit": -1}, "--page_time_limit=-1: must be >= 0"),
+])
+def test_a_bad_setting_names_its_flag(settings, message):
+  with pytest.raises(ValueError, match="^" + message):
+    CorpusConfig(**settings)
+
+
+def test_the_settings_round_trip_through_json_and_refuse_an_unknown_key():
+  config = CorpusConfig(**SHARDED, min_words=3)
+  assert CorpusConfig.from_json(config.to_json()) == config
+  with pytest.raises(ValueError, match=r"^unknown key 'min_word' \(did you mean 'min_words'\?\)"):
+    CorpusConfig.from_dict({"min_word": 3})

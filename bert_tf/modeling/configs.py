@@ -1,9 +1,9 @@
 """BertConfig: google-research/bert's `bert_config.json`, as a dataclass; and named presets."""
 import dataclasses
-import difflib
 import json
 
 from bert_tf.common import files
+from bert_tf.common.json_config import check_known_keys
 
 # The original's hidden_act "gelu" is the tanh approximation; Hugging Face's "gelu" is the
 # exact erf form. Checkpoint loaders translate names into these unambiguous ones.
@@ -13,17 +13,6 @@ ACTIVATIONS = ("gelu", "gelu_exact", "gelu_new", "relu", "tanh", "swish")
 # multilingual models' pooler_* and directionality): accepted and ignored.
 ORIGINAL_UNUSED_KEYS = ("directionality", "pooler_fc_size", "pooler_num_attention_heads",
                         "pooler_num_fc_layers", "pooler_size_per_head", "pooler_type")
-
-
-def check_known_keys(values: dict, known, source: str | None = None) -> None:
-  """ValueError naming the first key of `values` not in `known`, and the closest known one
-  (after `source: `, if given): a misspelt key must not silently fall back to a default."""
-  known = list(known)
-  for key in values:
-    if key not in known:
-      close = difflib.get_close_matches(key, known, n=1)
-      hint = f" (did you mean {close[0]!r}?)" if close else ""
-      raise ValueError(f"{source + ': ' if source else ''}unknown key {key!r}{hint}")
 
 
 @dataclasses.dataclass

@@ -38,7 +38,8 @@ import tf_keras
 
 from bert_tf.common.errors import DataError
 from bert_tf.common.files import write_text
-from bert_tf.modeling.configs import BertConfig, check_known_keys
+from bert_tf.common.json_config import check_known_keys
+from bert_tf.modeling.configs import BertConfig
 from bert_tf.tokenization import FullTokenizer
 from bert_tf.training import loop
 from tfrecords import schema
