@@ -6,7 +6,7 @@ processes (`corpus_pipeline`). The steps:
   Plan      per input file: its units (`corpus_sources.plan_units`: raw documents, or a
             multistream dump's byte ranges), keyed by their order (file, unit).
   Clean     per unit: `corpus_units.process_unit`, run in a one-process pool of the Beam worker
-            (the page time limit's SIGALRM needs a main thread, and Beam runs bundles on
+            (the page time limit's SIGPROF needs a main thread, and Beam runs bundles on
             threads); the unit's documents to a scratch file, back to back, and a small entry
             per document (split, shard, size, counts, text hash).
   Shards    per output file: every unit's documents of that shard and split, in unit order,

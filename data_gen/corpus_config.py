@@ -19,7 +19,7 @@ class CorpusConfig(json_config.JsonConfig):
   min_sentences, min_words: a document with fewer is dropped (one sentence gives no
                       next-sentence pair).
   dedup:              drop a document whose text another before it has, exactly.
-  page_time_limit:    seconds one Wikipedia page may take to parse and clean; a page that
+  page_time_limit:    CPU seconds one Wikipedia page may take to parse and clean; a page that
                       takes longer is skipped and counted (0: no limit).
   """
   source: str = "auto"

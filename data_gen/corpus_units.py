@@ -8,10 +8,11 @@ goes to a training or a held-out shard by a hash of its identity (the source kin
 id, file name or index: never its position in the job), so the same input gives the same shards
 whatever the workers, the units, or the runner.
 
-A Wikipedia page's parse runs under a timer (SIGALRM, `page_time_limit`): mwparserfromhell's C
-tokenizer checks for signals, so a pathological page is interrupted, skipped and counted. The
-timer needs the process's main thread, where the local job's workers (and the Beam job's, see
-`corpus_beam`) run units.
+A Wikipedia page's parse runs under a timer of the process's CPU time (SIGPROF,
+`page_time_limit`): mwparserfromhell's C tokenizer checks for signals, so a pathological page is
+interrupted, skipped and counted. CPU time, not wall time, so that which pages are skipped does
+not depend on the machine's load. The timer needs the process's main thread, where the local
+job's workers (and the Beam job's, see `corpus_beam`) run units.
 
 No TensorFlow: this runs in the workers.
 """
@@ -57,7 +58,6 @@ class UnitResult:
   """A unit's documents in input order, and what it counted: documents_in, skipped_<reason>
   (namespace, redirect, disambiguation, page_timeout, empty, too_few_sentences,
   too_few_words), books_without_markers; source_bytes; warnings to print (file names)."""
-  order: tuple[int, int]
   documents: list[PlacedDocument]
   counts: collections.Counter
   source_bytes: int
@@ -65,11 +65,12 @@ class UnitResult:
 
 
 class PageTimeout(Exception):
-  """A page took longer than the time limit to parse."""
+  """A page took more CPU time than the limit to parse."""
 
 
 class _TimeLimit:
-  """Raises PageTimeout in the block after `seconds` (0: none); the main thread only."""
+  """Raises PageTimeout in the block after `seconds` of the process's CPU time (0: none); the
+  main thread only."""
 
   def __init__(self, seconds: float):
     self.seconds = seconds
@@ -77,13 +78,13 @@ class _TimeLimit:
 
   def __enter__(self):
     if self.active:
-      self.previous = signal.signal(signal.SIGALRM, self._expire)
-      signal.setitimer(signal.ITIMER_REAL, self.seconds)
+      self.previous = signal.signal(signal.SIGPROF, self._expire)
+      signal.setitimer(signal.ITIMER_PROF, self.seconds)
 
   def __exit__(self, *unused):
     if self.active:
-      signal.setitimer(signal.ITIMER_REAL, 0)
-      signal.signal(signal.SIGALRM, self.previous)
+      signal.setitimer(signal.ITIMER_PROF, 0)
+      signal.signal(signal.SIGPROF, self.previous)
 
   @staticmethod
   def _expire(unused_signum, unused_frame):
@@ -163,7 +164,7 @@ def _raw_documents(unit: corpus_sources.Unit, config: CorpusConfig, result: Unit
 def process_unit(unit: corpus_sources.Unit, config: CorpusConfig) -> UnitResult:
   """The unit's documents, in input order, as they go to the output (see the module doc)."""
   split = _splitter(config.sentence_splitter)
-  result = UnitResult(order=unit.order, documents=[], counts=collections.Counter(),
+  result = UnitResult(documents=[], counts=collections.Counter(),
                       source_bytes=unit.source_bytes, warnings=[])
   counts = result.counts
   for identity, paragraphs in _raw_documents(unit, config, result):

@@ -46,8 +46,8 @@ flags.DEFINE_integer("min_sentences", 1, "Drop documents with fewer sentences.")
 flags.DEFINE_integer("min_words", 0, "Drop documents with fewer words.")
 flags.DEFINE_bool("dedup", False, "Drop documents whose exact text an earlier one has.")
 flags.DEFINE_float("page_time_limit", 60.0,
-                   "Seconds a Wikipedia page may take to parse; longer ones are skipped and "
-                   "counted (0: no limit).")
+                   "CPU seconds a Wikipedia page may take to parse; longer ones are skipped "
+                   "and counted (0: no limit).")
 flags.DEFINE_integer("num_workers", None, "Worker processes (default: all cores).")
 flags.DEFINE_string("runner", None,
                     "Run as an Apache Beam pipeline on this runner, with the Beam pipeline "
