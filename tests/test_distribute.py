@@ -93,7 +93,7 @@ def test_multi_worker_mirrored_two_processes_train_and_checkpoint(tmp_path):
   logs = []
   for proc in procs:
     try:
-      _, err = proc.communicate(timeout=400)
+      _, err = proc.communicate(timeout=900)
     finally:
       proc.kill()
     logs.append(err)

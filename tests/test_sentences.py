@@ -58,7 +58,6 @@ def test_every_splitter_on_hard_sentences(name):
 
 def test_the_default_is_installed_and_splits_the_hardest():
   # No skip: the default is an install requirement, so it is tested for real everywhere.
-  assert sentences.DEFAULT in sentences.NAMES
   split = sentences.get_splitter(sentences.DEFAULT)
   for text, expected in HARD + DEFAULT_HARD:
     assert split(text) == expected, text
