@@ -112,13 +112,8 @@ def main(argv):
     launched = launch.start(PROGRAM, FLAGS.runner, FLAGS.num_workers, argv[1:])
   except ValueError as e:
     sys.exit(f"{PROGRAM}: error: {e}")
-  try:
-    with launched.workers or contextlib.nullcontext():
-      stats, output_files = _generate(config, launched)
-  except Exception as e:  # pylint: disable=broad-except
-    if not errors.is_user_error(e):  # A user's error becomes one line; a bug keeps its trace.
-      raise
-    sys.exit(f"{PROGRAM}: error: {errors.message(e)}")
+  with errors.exit_on_user_error(PROGRAM), launched.workers or contextlib.nullcontext():
+    stats, output_files = _generate(config, launched)
   from data_gen import pipeline  # pylint: disable=g-import-not-at-top
   print(pipeline.summary(stats))
   print(f"wrote {len(output_files)} shard(s) ({output_files[0]}"

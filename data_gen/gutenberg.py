@@ -9,7 +9,8 @@
             HEADING_WORDS words that ends in no sentence punctuation ("A Romance", "by Wilkie
             Collins", a contents entry); one laid out in columns (3+ spaces between words: a
             contents list).
-A book without the markers is taken whole (`markers_found` says so; prepare_corpus warns).
+A book without the markers is taken whole (`strip_licence`'s second value says so;
+prepare_corpus warns).
 """
 import re
 

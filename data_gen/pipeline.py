@@ -29,6 +29,7 @@ import time
 
 import tensorflow as tf
 
+from bert_tf.common import files
 from bert_tf.common import progress
 from data_gen import documents as documents_lib
 from data_gen import instances as instances_lib
@@ -146,11 +147,8 @@ class _Progress:
 
 
 def write_json(path: str, value: dict) -> None:
-  """`value` to `path` (local or gs://...) under a temporary name, then renamed."""
-  tmp = f"{path}.tmp-{os.getpid()}"
-  with tf.io.gfile.GFile(tmp, "w") as f:
-    f.write(json.dumps(value, indent=2) + "\n")
-  tf.io.gfile.rename(tmp, path, overwrite=True)
+  """`value` to `path` (local or gs://...) as indented JSON, whole or not at all."""
+  files.write_text(path, json.dumps(value, indent=2) + "\n")
 
 
 def create_pretraining_data(input_files: list[str],

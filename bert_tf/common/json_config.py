@@ -1,7 +1,9 @@
 """Settings as dataclasses that write and read JSON and refuse a key they do not know.
 
 A misspelt key must not silently fall back to a default: `check_known_keys` names it and the
-closest known one. `JsonConfig` gives a dataclass the round trip (`to_json`, `from_json`).
+closest known one. `JsonConfig` gives a dataclass the round trip (`to_json`, `from_json`): the
+data jobs write their settings into their stats files with it, for a tool or a later run to
+read back.
 """
 import dataclasses
 import difflib
