@@ -207,7 +207,7 @@ def machine_paths_in_benchmarks(root: str) -> list[str]:
     with open(path, encoding="utf-8") as f:
       for n, line in enumerate(f, 1):
         if ('"--peer_python"' in line or re.search(r'default="/', line) or
-            re.search(r'DEFINE_\w+\("\w+",\s*"/', line)):
+            re.search(r'(DEFINE_\w+|set_default)\("\w+",\s*"/', line)):
           found.append(f"{os.path.relpath(path, root)}:{n}: {line.strip()}")
   return found
 
@@ -256,7 +256,8 @@ def test_each_check_finds_what_it_looks_for(tmp_path):
       "benchmarks/peers/x.py": 'p.add_argument("--peer_python", default="/tmp/v/bin/python")\n'
                                'p.add_argument("--work_dir", default="/tmp/w")\n'
                                'flags.DEFINE_string("output_dir", "/tmp/o", "Output.")\n'
-                               'flags.DEFINE_string("model", "minilm", "A name.")\n',
+                               'flags.DEFINE_string("model", "minilm", "A name.")\n'
+                               'FLAGS.set_default("output_dir", "/tmp/t")\n',
   }
   for name, text in files.items():
     os.makedirs(os.path.dirname(tmp_path / name), exist_ok=True)
@@ -275,4 +276,5 @@ def test_each_check_finds_what_it_looks_for(tmp_path):
   assert machine_paths_in_benchmarks(root) == [
       'benchmarks/peers/x.py:1: p.add_argument("--peer_python", default="/tmp/v/bin/python")',
       'benchmarks/peers/x.py:2: p.add_argument("--work_dir", default="/tmp/w")',
-      'benchmarks/peers/x.py:3: flags.DEFINE_string("output_dir", "/tmp/o", "Output.")']
+      'benchmarks/peers/x.py:3: flags.DEFINE_string("output_dir", "/tmp/o", "Output.")',
+      'benchmarks/peers/x.py:5: FLAGS.set_default("output_dir", "/tmp/t")']

@@ -39,6 +39,7 @@ from absl import app
 from absl import flags
 from benchmarks import recipes  # --recipe (its default here: ner_table7)
 from benchmarks.runs import ner as ner_benchmark  # its flags, first_documents
+from benchmarks import scratch  # $BERT_TF_SCRATCH or the temporary folder
 import numpy as np
 import tensorflow as tf
 import tf_keras
@@ -63,7 +64,7 @@ flags.DEFINE_float("feature_epochs", None, "Feature-based: epochs over the featu
 flags.DEFINE_bool("cache", True, "Feature-based: run the frozen encoder once per split and "
                   "train each row's head on its cached hidden states (else each row through "
                   "the runner, as run_ner --feature_based).")
-FLAGS.set_default("output_dir", "/tmp/bench_ner_table7")
+FLAGS.set_default("output_dir", scratch.path("bench_ner_table7"))
 recipes.set_absl_defaults(FLAGS, "ner_table7")  # ner.py's flags and these
 
 # The paper's Table 7 (BERT-base, CoNLL-2003 dev F1) and its row names.

@@ -12,7 +12,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
-W=${1:-$(mktemp -d /tmp/probes.XXXX)}
+W=${1:-$(mktemp -d)}
 mkdir -p "$W"
 export TF_CPP_MIN_LOG_LEVEL=2 PYTHONPATH=$ROOT
 BIN=$ROOT/.venv/bin
