@@ -188,7 +188,7 @@ def create_pretraining_data(input_files: list[str],
   check_no_other_shards(output_files)
   vocab = VocabInfo.from_tokenizer(tokenizer)
   read_stats, stats = documents_lib.ReadStats(), JobStats()
-  meter = _Progress(progress_seconds, input_files)
+  status = _Progress(progress_seconds, input_files)
   remove_leftovers(output_files)
 
   with contextlib.ExitStack() as stack:
@@ -210,7 +210,7 @@ def create_pretraining_data(input_files: list[str],
         shards[i % len(shards)].write(record)
       os.remove(chunk.path)
       stats.add(chunk)
-      meter.update(stats, read_stats)
+      status.update(stats, read_stats)
 
     in_flight = collections.deque()
     corpus = documents_lib.read_documents(input_files, read_stats, chunk_chars)
@@ -229,8 +229,8 @@ def create_pretraining_data(input_files: list[str],
       write(_chunk_result(in_flight.popleft(), spill_dir))
     if not stats.documents:
       raise ValueError(f"no text in {', '.join(input_files)}: the corpus is empty")
-  stats.seconds = time.monotonic() - meter.start
-  meter.update(stats, read_stats, force=True)
+  stats.seconds = time.monotonic() - status.start
+  status.update(stats, read_stats, force=True)
   result = {
       **dataclasses.asdict(stats),
       "instances_per_second": stats.instances / max(stats.seconds, 1e-9),

@@ -4,9 +4,9 @@
 
 A `tf.function` runs many steps a call (`strategy.run` in a `tf.range` loop: what keeps TPUs
 fed): up to `steps_per_loop`, between summaries, sized so a progress line (steps/s, time left)
-comes at least every `progress_seconds`. A step is one optimizer update on one global batch. Batches come from
-`distribute.distribute_datasets_from_function(strategy, dataset_fn)` with fixed shapes, so XLA
-and TPUs compile one program.
+comes at least every `progress_seconds`. A step is one optimizer update on one global batch.
+Batches come from `distribute.distribute_datasets_from_function(strategy, dataset_fn)` with
+fixed shapes, so XLA and TPUs compile one program.
 
 Gradient accumulation: a replica may take its batch in several micro-batches, one forward and
 backward pass each, their gradients summed into one update (one all-reduce, one optimizer
