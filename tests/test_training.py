@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import types
 
 from absl import logging
 import numpy as np
@@ -16,6 +17,7 @@ import tensorflow as tf
 import tf_keras
 
 from bert_tf.common import errors
+from bert_tf.common import progress
 from bert_tf.modeling import checkpoints
 from bert_tf.modeling import configs
 from bert_tf.modeling import pretrainer
@@ -115,6 +117,45 @@ def test_progress_lines_change_no_step(runs, tmp_path, monkeypatch, progress_sec
   # (The time left in any unit: a first line's rate includes tracing, slow on a loaded machine.)
   assert all(re.fullmatch(r"[\d.,e+-]+ steps/s(, [\d.]+ (s|min|h|days) left)?", s[1])
              for s in steps), steps
+
+
+@pytest.mark.slow
+def test_progress_lines_come_within_the_interval_as_the_step_time_changes(runs, tmp_path,
+                                                                          monkeypatch):
+  """On a simulated clock that each call of the loop moves by its steps' time: a first call
+  that traces for 45 s, then 0.2 s a step, twice as slow from step 200, 8x faster from step
+  400. After the first line (tracing makes it late), lines are never more than the interval
+  (30 s) apart, nor much less, and a line costs a handful of calls."""
+  clock, calls, lines = [0.0], [], []
+
+  def seconds(step):
+    return 0.2 if step < 200 else 0.4 if step < 400 else 0.05
+
+  make_loop = loop._loop_fn
+
+  def timed_loop_fn(strategy, step_fn):
+    run = make_loop(strategy, step_fn)
+
+    def call(iterator, num_steps):
+      done, n = sum(calls), int(num_steps)
+      clock[0] += (45.0 if not calls else 0.0) + sum(seconds(done + i) for i in range(n))
+      calls.append(n)
+      return run(iterator, num_steps)
+    return call
+
+  monkeypatch.setattr(loop, "_loop_fn", timed_loop_fn)
+  monkeypatch.setattr(loop, "time", types.SimpleNamespace(time=lambda: clock[0]))
+  monkeypatch.setattr(progress, "time", types.SimpleNamespace(monotonic=lambda: clock[0]))
+  monkeypatch.setattr(loop.logging, "info",
+                      lambda fmt, *args: lines.append((clock[0], fmt % args)))
+  train_tiny(distribute.get_strategy("one_device"), runs["records"], runs["init"],
+             str(tmp_path), 600, steps_per_loop=1000, save_checkpoints_steps=1000)
+  times = [t for t, line in lines if line.startswith("step ")]
+  assert sum(calls) == 600 and times[-1] == pytest.approx(45 + 200 * 0.2 + 200 * 0.4 + 10)
+  gaps = np.diff(times)
+  assert times[0] > 45 and max(gaps) <= 30.0, (times, calls)
+  assert min(gaps[:-1]) >= 20.0, (times, calls)  # the last: where training ended
+  assert len(calls) <= 6 * len(times), calls
 
 
 @pytest.mark.slow

@@ -48,9 +48,9 @@ def write_init_checkpoint(prefix: str) -> str:
 
 def train_tiny(strategy, records: str, init_prefix: str, output_dir: str, num_train_steps: int,
                jit_compile: bool = False, loss_scaling: bool = False, dataset_fn=None,
-               **train_kwargs):
-  """Trains the tiny pretrainer from init_prefix: batches of 8, a checkpoint every 2 steps
-  (`train_kwargs`: loop.train's other arguments)."""
+               steps_per_loop: int = 2, save_checkpoints_steps: int = 2, **train_kwargs):
+  """Trains the tiny pretrainer from init_prefix: batches of 8, by default a checkpoint every 2
+  steps (`train_kwargs`: loop.train's other arguments)."""
   # tf.data's shuffle order depends on the global seed as well as its own: pin it, so this
   # process and a resuming one agree whatever earlier tests in this process set it to.
   tf.random.set_seed(0)
@@ -62,7 +62,7 @@ def train_tiny(strategy, records: str, init_prefix: str, output_dir: str, num_tr
       strategy, lambda: pretrainer.build_pretrainer(CONFIG, SEQ, PREDS),
       lambda: optimization.create_optimizer(1e-3, TOTAL_STEPS, 2, loss_scaling=loss_scaling),
       pretrainer.pretraining_loss, dataset_fn or seeded_dataset, output_dir, num_train_steps,
-      steps_per_loop=2, save_checkpoints_steps=2,
+      steps_per_loop=steps_per_loop, save_checkpoints_steps=save_checkpoints_steps,
       init_fn=lambda model: checkpoints.load_into_pretrainer(model, init_prefix),
       jit_compile=jit_compile, count_fn=pretrainer.pretraining_loss_counts, **train_kwargs)
 

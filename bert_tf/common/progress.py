@@ -40,7 +40,11 @@ class Meter:
 
   def due(self) -> bool:
     """Whether `interval` seconds have passed since the last line (or the start)."""
-    return time.monotonic() - self._time >= self.interval
+    return self.seconds_left() <= 0
+
+  def seconds_left(self) -> float:
+    """Seconds until the next line is due (negative: overdue)."""
+    return self.interval - (time.monotonic() - self._time)
 
   def line(self, done: float, unit: str) -> str:
     """'1,200/10,000 steps, 3.41 steps/s, 44 min left' (no total: '1,200 steps, 3.41

@@ -426,6 +426,19 @@ class _TrainStep:
                         {name: value * self.num_replicas for name, value in step_metrics.items()})
 
 
+def steps_for_call(seconds_left: float, seconds_per_step: float, last: int, room: int) -> int:
+  """How many steps the next tf.function call of the loop runs, between progress lines.
+
+  Half of the steps that fit before the next line is due at the last call's speed, so a
+  line comes on time even if steps get up to twice as slow within the call; the loop then
+  logs once the time left is below a tenth of the interval (or a step): about four calls a
+  line. At most twice the last call (the first call's time is mostly tracing) and `room`
+  (the steps left in the loop), at least 1. A call costs a few milliseconds.
+  """
+  fits = int(seconds_left / 2 / seconds_per_step) if seconds_per_step > 0 else room
+  return max(1, min(room, 2 * last, fits))
+
+
 def _loop_fn(strategy: tf.distribute.Strategy, step_fn) -> Callable:
   """A tf.function running `num_steps` (a scalar tensor: no retrace) steps of step_fn."""
   @tf.function
@@ -572,8 +585,10 @@ def train(strategy: tf.distribute.Strategy,
       step): a resumed run skips the batches of its own input that it consumed, not those
       the other run consumed of its input.
     progress_seconds: a progress line (step, steps/s, time left) at least this often: a loop's
-      steps run as several tf.function calls, each sized to about half of it at the measured
-      speed (growing from 1 step), the same steps on the same batches. None: one call per
+      steps run as several tf.function calls (`steps_for_call`), each ending well before the
+      next line is due at the measured speed, the same steps on the same batches. A line can
+      only be late when one call outlasts it: the first call's tracing, a single step longer
+      than the interval, or steps more than twice as slow within a call. None: one call per
       loop, a line per loop.
 
   Returns:
@@ -610,24 +625,26 @@ def train(strategy: tf.distribute.Strategy,
             else tf.summary.create_noop_writer())
   results = {}
   pace = progress.Meter(num_train_steps, done=step, interval=progress_seconds or 0)
-  steps_per_call = 1  # The first call traces; then sized to the speed it measures.
+  # The first call is one step (it traces); later calls are sized by the last one's speed.
+  num_steps, seconds_per_step = 0, float("inf")
   while step < num_train_steps:
     loop_end = step + min(steps_per_loop, num_train_steps - step,
                           save_checkpoints_steps - step % save_checkpoints_steps)
     start = time.time()
     while step < loop_end:
-      num_steps = loop_end - step if progress_seconds is None else min(steps_per_call,
-                                                                      loop_end - step)
+      if progress_seconds is None:
+        num_steps = loop_end - step
+      else:
+        num_steps = steps_for_call(pace.seconds_left(), seconds_per_step, num_steps,
+                                   loop_end - step)
       call_start = time.time()
       loop(iterator, tf.constant(num_steps))
       step = int(optimizer.iterations.numpy())
-      if progress_seconds is not None:
-        # Half an interval of steps a call (at most twice the last), so a line is never
-        # more than about an interval late; a call of a few seconds costs nothing measurable.
-        steps_per_call = max(1, min(2 * num_steps, int(
-            num_steps * progress_seconds / 2 / max(time.time() - call_start, 1e-9))))
-        if step < loop_end and pace.due():
-          _log_progress(step, num_train_steps, pace.rate(step, "steps"))
+      seconds_per_step = (time.time() - call_start) / num_steps
+      if (progress_seconds is not None and step < loop_end and
+          pace.seconds_left() < max(progress_seconds / 10, seconds_per_step)):
+        # Due, or too close to due for another call to be worth making: the line now.
+        _log_progress(step, num_train_steps, pace.rate(step, "steps"))
     examples_per_second = float(metrics.examples.result()) / (time.time() - start)
     results = dict(metrics.result(), learning_rate=_learning_rate(optimizer),
                    examples_per_second=examples_per_second)
