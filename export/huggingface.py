@@ -39,7 +39,7 @@ from bert_tf.common import files
 from bert_tf.modeling import checkpoints
 from bert_tf.modeling import pretrainer as pretrainer_lib
 from bert_tf.modeling.configs import BertConfig
-from bert_tf.tasks import runner
+from bert_tf.finetuning import runner
 from bert_tf.tokenization import FullTokenizer
 from bert_tf.training import loop
 

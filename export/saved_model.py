@@ -7,7 +7,7 @@ the task's serving module (`FineTuningTask.serving_module`: signatures on raw te
 in the task's terms) in TF Serving's layout with warm-up requests (`export.tf_serving`). A
 process that imports only tensorflow and tensorflow_text loads and runs the result.
 """
-from bert_tf.tasks import runner
+from bert_tf.finetuning import runner
 from export import tf_serving
 
 

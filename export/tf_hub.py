@@ -34,7 +34,7 @@ from bert_tf.common import files
 from bert_tf.modeling import checkpoints
 from bert_tf.modeling import pretrainer as pretrainer_lib
 from bert_tf.modeling.encoder import INPUT_NAMES
-from bert_tf.tasks.inputs import ids_signature
+from bert_tf.finetuning.inputs import ids_signature
 from bert_tf.tokenization import FullTokenizer
 
 ENCODER, PREPROCESSOR = "encoder", "preprocessor"

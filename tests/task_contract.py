@@ -1,8 +1,8 @@
-"""The contract every fine-tuning task keeps (`bert_tf.tasks.task.FineTuningTask`), as a test
+"""The contract every fine-tuning task keeps (`bert_tf.finetuning.task.FineTuningTask`), as a test
 class to subclass: a task's test module gives a class-scoped `case` fixture (a `Case`: the
 task's name, its settings, and toy data to build it on) and inherits one test per clause:
 
-  - the task is built by name from its settings and data (`bert_tf.tasks.build`);
+  - the task is built by name from its settings and data (`bert_tf.finetuning.build`);
   - its features' records round-trip through the record files (`tfrecords`) unchanged;
   - its model's training loss on them is finite, and a batch cut to its longest sequence
     has the loss of the batch padded, exactly when the task says its loss ignores the
@@ -23,8 +23,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import tasks
-from bert_tf.tasks import runner
+from bert_tf import finetuning
+from bert_tf.finetuning import runner
 from bert_tf.training import distribute
 from export import tf_serving
 from tfrecords import datasets, schema, writer
@@ -77,8 +77,8 @@ class TaskContract:
     """(task, its eval examples, their features, the model): the model fresh and seeded; one
     for all the clauses of a case (none changes it)."""
     data = tmp_path_factory.mktemp("data")
-    task = tasks.build(case.kind, case.settings, **case.make_data(str(data / case.kind)))
-    assert type(task) is tasks.task_class(case.kind)
+    task = finetuning.build(case.kind, case.settings, **case.make_data(str(data / case.kind)))
+    assert type(task) is finetuning.task_class(case.kind)
     examples = task.read_examples(task.splits("eval")[0])
     features = task.convert_examples(examples, tokenizer, is_training=False)
     tf.keras.utils.set_random_seed(0)

@@ -20,9 +20,10 @@ import tf_keras
 
 from bert_tf.modeling.configs import BertConfig
 from bert_tf.modeling.task_models import build_classifier
-from bert_tf.tasks import classification, glue, inputs
-from bert_tf.tasks.classification import ClassificationConfig
-from bert_tf.tasks.runner import TASK_CONFIG
+from bert_tf.tasks.classification import glue, task as classification
+from bert_tf.finetuning import inputs
+from bert_tf.tasks.classification.task import ClassificationConfig
+from bert_tf.finetuning.runner import TASK_CONFIG
 from bert_tf.tokenization import FullTokenizer
 from export import saved_model
 from export import tf_serving

@@ -4,7 +4,8 @@ import os
 import numpy as np
 import pytest
 
-from bert_tf.tasks import classification, glue, inputs, metrics, runner
+from bert_tf.tasks.classification import glue, task as classification
+from bert_tf.finetuning import inputs, metrics, runner
 from tfrecords import datasets, schema, writer
 
 

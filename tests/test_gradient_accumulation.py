@@ -14,7 +14,7 @@ import tf_keras
 from bert_tf.modeling import checkpoints
 from bert_tf.modeling.configs import BertConfig
 from bert_tf.modeling import pretrainer
-from bert_tf.tasks.ner import NerConfig, NerTask
+from bert_tf.tasks.ner.task import NerConfig, NerTask
 from bert_tf.training import distribute
 from bert_tf.training import loop
 from bert_tf.training import optimization

@@ -17,11 +17,11 @@ import pytest
 import tensorflow as tf
 from safetensors import numpy as safetensors_numpy
 
-from bert_tf import tasks
+from bert_tf import finetuning
 from bert_tf.modeling import checkpoints
 from bert_tf.modeling import pretrainer as pretrainer_lib
 from bert_tf.modeling.encoder import build_encoder
-from bert_tf.tasks import runner
+from bert_tf.finetuning import runner
 from bert_tf.training import distribute
 from export import huggingface
 import tiny_pretraining
@@ -80,17 +80,17 @@ def _task(kind: str, data):
   data = str(data)
   if kind == "classification":
     make_sst2(data, num_train=8, num_dev=4, num_test=4)
-    return tasks.build(kind, {"task_name": "SST-2", "max_seq_length": SEQ}, data_dir=data)
+    return finetuning.build(kind, {"task_name": "SST-2", "max_seq_length": SEQ}, data_dir=data)
   if kind == "regression":
     make_stsb(data)
-    return tasks.build("classification", {"task_name": "STS-B", "max_seq_length": SEQ},
+    return finetuning.build("classification", {"task_name": "STS-B", "max_seq_length": SEQ},
                        data_dir=data)
   if kind == "ner":
     make_conll(data, {"train": 4, "dev": 1, "test": 1})
-    return tasks.build(kind, {"max_seq_length": SEQ}, data_dir=data)
+    return finetuning.build(kind, {"max_seq_length": SEQ}, data_dir=data)
   if kind == "squad":
     os.makedirs(data)
-    return tasks.build(kind, {"max_seq_length": SEQ, "max_query_length": 16, "doc_stride": 8},
+    return finetuning.build(kind, {"max_seq_length": SEQ, "max_query_length": 16, "doc_stride": 8},
                        predict_file=make_squad(os.path.join(data, "dev.json")))
   # The generic layout: three endings, as the fixture's.
   os.makedirs(data)
@@ -98,7 +98,7 @@ def _task(kind: str, data):
     with open(os.path.join(data, f"{split}.tsv"), "w", encoding="utf-8") as f:
       f.write("context\tending0\tending1\tending2\tlabel\n"
               "the man walks\tto the dog .\tat a film .\tand sits .\t0\n")
-  return tasks.build(kind, {"task_name": "generic", "max_seq_length": SEQ}, data_dir=data)
+  return finetuning.build(kind, {"task_name": "generic", "max_seq_length": SEQ}, data_dir=data)
 
 
 HEADS = {"classification": "sequence_classification", "regression": "sequence_regression",

@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import tasks
+from bert_tf import finetuning
 from bert_tf.modeling.configs import BertConfig
-from bert_tf.tasks import runner
-from bert_tf.tasks.classification import ClassificationConfig, ClassificationTask
+from bert_tf.finetuning import runner
+from bert_tf.tasks.classification.task import ClassificationConfig, ClassificationTask
 from bert_tf.tasks.multiple_choice import MultipleChoiceConfig, MultipleChoiceTask
-from bert_tf.tasks.squad import SquadConfig, SquadTask
+from bert_tf.tasks.squad.task import SquadConfig, SquadTask
 from bert_tf.training import distribute
 from bert_tf.training import loop
 from tfrecords import datasets, schema, writer
@@ -316,7 +316,7 @@ def test_the_runners_training_batches_are_random_sorted_micro_batches_by_default
   """Default: each random batch as 4 sorted micro-batches; one batch (a dict) when grouped by
   length, or compiled (each part's length would be one more XLA program)."""
   make_sst2(tmp_path / "data", num_train=32, num_dev=8, num_test=4)
-  task = tasks.build("classification", {"task_name": "SST-2", "max_seq_length": 16},
+  task = finetuning.build("classification", {"task_name": "SST-2", "max_seq_length": 16},
                      data_dir=str(tmp_path / "data"))
   args = runner.RunArgs(output_dir=str(tmp_path / "out"), do_train=True, vocab_file=VOCAB,
                         bert_config_file=tiny_config(str(tmp_path / "c.json")), **extra)

@@ -13,10 +13,10 @@ import pytest
 import tensorflow as tf
 from seqeval.metrics import accuracy_score, f1_score
 
-from bert_tf import tasks
+from bert_tf import finetuning
 from bert_tf.common.errors import DataError
-from bert_tf.tasks import ner
-from bert_tf.tasks import runner, task_class
+from bert_tf.tasks.ner import task as ner
+from bert_tf.finetuning import runner, task_class
 from bert_tf.tokenization import FullTokenizer
 from bert_tf.training import distribute
 from toys import VOCAB, make_conll, tiny_config
@@ -56,7 +56,7 @@ def tokenizer():
 
 def _task(tmp_path, train: str = CONLL, **kwargs) -> ner.NerTask:
   _write(tmp_path / "train.txt", train)
-  return tasks.build("ner", kwargs, data_dir=str(tmp_path))
+  return finetuning.build("ner", kwargs, data_dir=str(tmp_path))
 
 
 # Reading.
@@ -308,7 +308,7 @@ def trained(tmp_path_factory):
   """One run on the toy task (train, eval, predict) through runner.run: (output_dir, results)."""
   tmp = tmp_path_factory.mktemp("toy")
   make_conll(tmp / "data", {"train": 40, "dev": 12})
-  task = tasks.build("ner", {"max_seq_length": 32}, data_dir=str(tmp / "data"))
+  task = finetuning.build("ner", {"max_seq_length": 32}, data_dir=str(tmp / "data"))
   args = runner.RunArgs(output_dir=str(tmp / "out"), bert_config_file=tiny_config(
       tmp / "bert_config.json"), vocab_file=VOCAB, do_train=True, do_eval=True, do_predict=True,
       train_batch_size=16, eval_batch_size=16, predict_batch_size=16, learning_rates=(5e-3,),
@@ -355,7 +355,7 @@ def test_the_toy_task_is_learned_and_its_files_rescore(trained):
 def test_a_predict_only_run_restores_the_tagger(trained, tmp_path):
   out, results = trained
   data = os.path.join(os.path.dirname(out), "data")
-  task = tasks.build("ner", {"max_seq_length": 32}, data_dir=data)
+  task = finetuning.build("ner", {"max_seq_length": 32}, data_dir=data)
   with open(os.path.join(out, "predictions.txt")) as f:
     before = f.read()
   # The model files the run wrote beside its checkpoint; eval batches of another size.

@@ -12,11 +12,11 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
-from bert_tf import tasks
+from bert_tf import finetuning
 from bert_tf.modeling.configs import BertConfig
 from bert_tf.modeling.encoder import INPUT_NAMES, build_encoder, create_variables
-from bert_tf.tasks import ner
-from bert_tf.tasks import runner
+from bert_tf.tasks.ner import task as ner
+from bert_tf.finetuning import runner
 from bert_tf.training import distribute
 from export import tf_serving
 from toys import VOCAB, make_conll
@@ -125,7 +125,7 @@ def trained(tmp_path_factory):
   create_variables(encoder)
   init = tf.train.Checkpoint(encoder=encoder).write(str(tmp / "init" / "ckpt"))
   initial = {v.name: v.numpy() for v in encoder.weights}
-  task = tasks.build("ner", {"max_seq_length": 32, "feature_based": "concat_last_four",
+  task = finetuning.build("ner", {"max_seq_length": 32, "feature_based": "concat_last_four",
                              "lstm_units": 16}, data_dir=str(tmp / "data"))
   args = runner.RunArgs(output_dir=str(tmp / "out"),
                         bert_config_file=str(tmp / "bert_config.json"), vocab_file=VOCAB,

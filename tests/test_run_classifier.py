@@ -15,7 +15,8 @@ from safetensors import numpy as safetensors_numpy
 from bert_tf.modeling import checkpoints
 from bert_tf.modeling.configs import BertConfig
 from bert_tf.scripts import cli
-from bert_tf.tasks import glue, runner
+from bert_tf.tasks.classification import glue
+from bert_tf.finetuning import runner
 from toys import MINILM, VOCAB, classifier_runner, make_sst2, make_stsb, tiny_config, toy_args
 
 

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import tasks
+from bert_tf import finetuning
 from bert_tf.common import output_lock
-from bert_tf.tasks import runner
+from bert_tf.finetuning import runner
 from bert_tf.training import distribute
 from export import saved_model
 from toys import VOCAB, make_sst2, tiny_config, toy_args
@@ -22,7 +22,7 @@ ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
 
 
 def _run(args: dict) -> dict:
-  task = tasks.build("classification", {"task_name": args.pop("task_name"),
+  task = finetuning.build("classification", {"task_name": args.pop("task_name"),
                                        "max_seq_length": args.pop("max_seq_length")},
                      data_dir=args.pop("data_dir"))
   return runner.run(task, runner.RunArgs(**args), distribute.get_strategy("one_device"))
@@ -99,7 +99,7 @@ def test_best_of_a_sweep_loads_as_init_checkpoint_and_exports(tmp_path):
   # at the best run's step.
   later = dict(args, output_dir=str(tmp_path / "later"), init_checkpoint=sweep,
                bert_config_file=None, vocab_file=None, do_train=False)
-  task = tasks.build("classification", {"task_name": "SST-2", "max_seq_length": 32},
+  task = finetuning.build("classification", {"task_name": "SST-2", "max_seq_length": 32},
                      data_dir=str(tmp_path / "data"))
   later_runner = runner.Runner(task, runner.RunArgs(
       **{k: v for k, v in later.items() if k not in ("task_name", "data_dir", "max_seq_length")}),

@@ -16,7 +16,7 @@ from official.nlp.tools import tokenization as official_tokenization
 from bert_tf.common.errors import DataError
 from bert_tf.modeling.configs import BertConfig
 from bert_tf.modeling.encoder import INPUT_NAMES
-from bert_tf.tasks import squad
+from bert_tf.tasks.squad import task as squad
 from bert_tf.tokenization import FullTokenizer
 from tfrecords import schema, writer
 

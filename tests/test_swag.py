@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import tasks
+from bert_tf import finetuning
 from bert_tf.common.errors import DataError
 from bert_tf.tasks import multiple_choice as mc
-from bert_tf.tasks import runner
-from bert_tf.tasks.inputs import truncate_pair
+from bert_tf.finetuning import runner
+from bert_tf.finetuning.inputs import truncate_pair
 from bert_tf.training import distribute
 from export import tf_serving
 from toys import SWAG_HEADER, VOCAB, make_swag, swag_rows, tiny_config, write_csv
@@ -35,7 +35,7 @@ def test_swag_layout(tmp_path):
            "1"]]
   write_csv(tmp_path / "val.csv", SWAG_HEADER, rows)
   write_csv(tmp_path / "test.csv", SWAG_HEADER[:-1], [rows[0][:-1]])
-  task = tasks.build("multiple_choice", {"task_name": "SWAG"}, data_dir=str(tmp_path))
+  task = finetuning.build("multiple_choice", {"task_name": "SWAG"}, data_dir=str(tmp_path))
   assert task.config.num_choices == 4
   assert task.splits("train") == ["train"] and task.splits("eval") == ["val"]
   assert task.splits("predict") == ["test"]
@@ -57,7 +57,7 @@ def test_generic_layout_takes_n_from_the_header(tmp_path):
   with open(tmp_path / "test.tsv", "w") as f:
     # A blank label in a test file reads as none.
     f.write("context\tending0\tending1\tending2\tlabel\nIce is\tcold.\thot.\tloud.\t\n")
-  task = tasks.build("multiple_choice", {"task_name": "generic", "max_seq_length": 16},
+  task = finetuning.build("multiple_choice", {"task_name": "generic", "max_seq_length": 16},
                      data_dir=str(tmp_path))
   assert (task.config.num_choices, task.splits("eval")) == (3, ["dev"])
   assert task.read_examples("train") == [
@@ -85,7 +85,7 @@ def test_generic_layout_takes_n_from_the_header(tmp_path):
 def test_swag_errors_name_file_and_line(tmp_path, edit, message):
   header, rows = edit(list(SWAG_HEADER), swag_rows(2, 0))
   write_csv(tmp_path / "train.csv", header, rows)
-  task = tasks.build("multiple_choice", {"task_name": "swag"}, data_dir=str(tmp_path))
+  task = finetuning.build("multiple_choice", {"task_name": "swag"}, data_dir=str(tmp_path))
   with pytest.raises(DataError, match=message):
     task.read_examples("train")
 
@@ -94,19 +94,19 @@ def test_generic_errors(tmp_path):
   with open(tmp_path / "train.csv", "w") as f:
     f.write("context,ending0,label\nA,b,0\n")
   with pytest.raises(DataError, match=r"train\.csv:1: header .* names 1 ending column"):
-    tasks.build("multiple_choice", {"task_name": "generic"}, data_dir=str(tmp_path))
+    finetuning.build("multiple_choice", {"task_name": "generic"}, data_dir=str(tmp_path))
   with open(tmp_path / "train.csv", "w") as f:
     f.write("context,ending0,ending1,ending2,label\nA,b,c,d,2\n")
   with open(tmp_path / "dev.csv", "w") as f:
     f.write("context,ending0,ending1,label\nA,b,c,1\n")
-  task = tasks.build("multiple_choice", {"task_name": "generic"}, data_dir=str(tmp_path))
+  task = finetuning.build("multiple_choice", {"task_name": "generic"}, data_dir=str(tmp_path))
   assert task.read_examples("train")[0].label == 2
   with pytest.raises(DataError, match=r"dev\.csv:1: header has no 'ending2' column"):
     task.read_examples("dev")
   with pytest.raises(DataError, match=r"train\.tsv: file not found \(nor the dev and test"):
-    tasks.build("multiple_choice", {"task_name": "generic"}, data_dir=str(tmp_path / "absent"))
+    finetuning.build("multiple_choice", {"task_name": "generic"}, data_dir=str(tmp_path / "absent"))
   with pytest.raises(ValueError, match="--task_name=race: one of swag, generic"):
-    tasks.build("multiple_choice", {"task_name": "race"}, data_dir=str(tmp_path))
+    finetuning.build("multiple_choice", {"task_name": "race"}, data_dir=str(tmp_path))
 
 
 def test_a_row_of_more_columns_than_the_header_is_refused(tmp_path):
@@ -114,14 +114,14 @@ def test_a_row_of_more_columns_than_the_header_is_refused(tmp_path):
   last dropped): refused like a short row, naming file and line."""
   with open(tmp_path / "train.tsv", "w") as f:
     f.write("context\tending0\tending1\tlabel\nA\tb\tc\t1\nB\tb, then\tx\tc\t0\n")
-  task = tasks.build("multiple_choice", {"task_name": "generic"}, data_dir=str(tmp_path))
+  task = finetuning.build("multiple_choice", {"task_name": "generic"}, data_dir=str(tmp_path))
   with pytest.raises(DataError, match=r"train\.tsv:3: 5 columns, expected 4 as the header \(a "
                      r"tab inside a text\?\)$"):
     task.read_examples("train")
   rows = swag_rows(2, 0)
   rows[1].insert(8, "an ending cut by an unquoted comma")
   write_csv(tmp_path / "train.csv", SWAG_HEADER, rows)
-  task = tasks.build("multiple_choice", {"task_name": "swag"}, data_dir=str(tmp_path))
+  task = finetuning.build("multiple_choice", {"task_name": "swag"}, data_dir=str(tmp_path))
   with pytest.raises(DataError, match=r"train\.csv:3: 13 columns, expected 12 as the header "
                      r"\(a comma inside a text\?\)$"):
     task.read_examples("train")
@@ -134,7 +134,7 @@ def test_a_split_of_other_endings_is_refused(tmp_path):
   with open(tmp_path / "dev.tsv", "w") as f:
     f.write("context\tending0\tending1\tending2\tending3\tending4\tlabel\n"
             "A\tb\tc\td\te\tf\t4\n")
-  task = tasks.build("multiple_choice", {"task_name": "generic"}, data_dir=str(tmp_path))
+  task = finetuning.build("multiple_choice", {"task_name": "generic"}, data_dir=str(tmp_path))
   assert task.config.num_choices == 4
   with pytest.raises(DataError, match=r"dev\.tsv:1: header names 5 ending columns; the task has "
                      r"4 \(ending0 \.\.\. ending3\): every file of a task needs the same endings"):
@@ -143,7 +143,7 @@ def test_a_split_of_other_endings_is_refused(tmp_path):
   write_csv(tmp_path / "val.csv", SWAG_HEADER[:-1] + ["ending4", "label"],
             [r[:-1] + ["more", r[-1]] for r in swag_rows(2, 1)])
   with pytest.raises(DataError, match=r"val\.csv:1: header names 5 ending columns; the task has 4"):
-    tasks.build("multiple_choice", {"task_name": "swag"},
+    finetuning.build("multiple_choice", {"task_name": "swag"},
                 data_dir=str(tmp_path)).read_examples("val")
 
 
@@ -196,7 +196,7 @@ def trained(tmp_path_factory):
       vocab_file=VOCAB, do_train=True, do_eval=True, do_predict=True, train_batch_size=16,
       eval_batch_size=16, predict_batch_size=4, learning_rates=(3e-3,), num_train_epochs=4,
       iterations_per_loop=64, export_dir=str(tmp / "serving"))
-  task = tasks.build("multiple_choice", {"task_name": "swag", "max_seq_length": 20},
+  task = finetuning.build("multiple_choice", {"task_name": "swag", "max_seq_length": 20},
                      data_dir=str(tmp / "data"))
   return task, args, runner.run(task, args, distribute.get_strategy("one_device"),
                                 tf_serving.export)

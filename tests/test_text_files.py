@@ -1,4 +1,4 @@
-"""The one text reader every task uses (`bert_tf.tasks.text_files`): a UTF-8 BOM dropped in
+"""The one text reader every task uses (`bert_tf.finetuning.text_files`): a UTF-8 BOM dropped in
 every task's files, the same one-line errors for a missing file and invalid UTF-8 (file and
 line), and extract_features' invalid UTF-8 dropped as the original does, with one warning."""
 import json
@@ -8,9 +8,11 @@ import pytest
 
 from bert_tf.common.errors import DataError
 from bert_tf.tasks import feature_extraction as fe
-from bert_tf.tasks import glue, ner, squad
+from bert_tf.tasks.classification import glue
+from bert_tf.tasks.ner import task as ner
+from bert_tf.tasks.squad import task as squad
 from bert_tf.tasks import multiple_choice as mc
-from bert_tf.tasks import squad_eval
+from bert_tf.tasks.squad import scoring as squad_eval
 
 BOM = "\ufeff"
 SQUAD = {"version": "1.1", "data": [{"title": "t", "paragraphs": [
@@ -88,11 +90,11 @@ def test_extract_features_drops_invalid_utf8_with_one_warning(tmp_path, caplog):
   warnings = [r.getMessage() for r in caplog.records if "not valid UTF-8" in r.getMessage()]
   assert warnings == [f"{path}:2: not valid UTF-8: 5 invalid byte(s) on 2 line(s) dropped (the "
                       "first here), as google-research/bert decodes its input"]
-  from bert_tf.tasks import text_files  # pylint: disable=g-import-not-at-top  (4a9272d had none)
+  from bert_tf.finetuning import text_files  # pylint: disable=g-import-not-at-top  (4a9272d had none)
   assert text_files.read_text(str(path), "drop") == path.read_bytes().decode("utf-8", "ignore")
 
 
 def test_the_reader_refuses_an_unknown_mode(tmp_path):
-  from bert_tf.tasks import text_files  # pylint: disable=g-import-not-at-top
+  from bert_tf.finetuning import text_files  # pylint: disable=g-import-not-at-top
   with pytest.raises(ValueError, match="invalid='replace': must be 'error' or 'drop'"):
     text_files.read_text(_write(tmp_path / "a.txt", "a"), invalid="replace")

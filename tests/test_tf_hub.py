@@ -20,7 +20,7 @@ import tf_keras
 
 from bert_tf.modeling import checkpoints
 from bert_tf.modeling import pretrainer as pretrainer_lib
-from bert_tf.tasks.inputs import TextPacker
+from bert_tf.finetuning.inputs import TextPacker
 from bert_tf.tokenization import FullTokenizer
 from export import tf_hub
 from toys import classifier_runner, make_sst2

@@ -12,13 +12,13 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
-from bert_tf import tasks
+from bert_tf import finetuning
 from bert_tf.common.files import write_text
 from bert_tf.modeling.configs import BertConfig
 from bert_tf.modeling.task_models import build_classifier
-from bert_tf.tasks import losses, metrics, runner, text_files
-from bert_tf.tasks.inputs import IDS_SIGNATURE, TextPacker, ids_signature, pack
-from bert_tf.tasks.task import Features, FineTuningTask, TaskConfig
+from bert_tf.finetuning import losses, metrics, runner, text_files
+from bert_tf.finetuning.inputs import IDS_SIGNATURE, TextPacker, ids_signature, pack
+from bert_tf.finetuning.task import Features, FineTuningTask, TaskConfig
 from bert_tf.training import distribute
 from export import saved_model, tf_serving
 from task_contract import Case, TaskContract
@@ -33,7 +33,7 @@ class SentenceScoreConfig(TaskConfig):
   kind = "sentence_score"
 
 
-@tasks.register
+@finetuning.register
 class SentenceScoreTask(FineTuningTask):
   """data_dir's train.tsv, dev.tsv (`sentence<TAB>score`) and test.tsv (`sentence`)."""
   config_class = SentenceScoreConfig
@@ -133,7 +133,7 @@ class TestSentenceScoreContract(TaskContract):
 @pytest.mark.slow
 def test_the_toy_task_trains_exports_and_serves(tmp_path, vocab_file, serve_in_fresh_process):
   inputs = make_scores(tmp_path / "data")
-  task = tasks.build("sentence_score", {"max_seq_length": 16}, **inputs)
+  task = finetuning.build("sentence_score", {"max_seq_length": 16}, **inputs)
   args = runner.RunArgs(output_dir=str(tmp_path / "out"), vocab_file=vocab_file,
                         bert_config_file=tiny_config(tmp_path / "bert_config.json"),
                         do_train=True, do_eval=True, do_predict=True, train_batch_size=16,
@@ -155,15 +155,15 @@ def test_the_toy_task_trains_exports_and_serves(tmp_path, vocab_file, serve_in_f
 
 
 def test_a_name_is_one_task():
-  assert tasks.task_class("sentence_score") is SentenceScoreTask
-  assert "sentence_score" in tasks.kinds() and "squad" in tasks.kinds()
+  assert finetuning.task_class("sentence_score") is SentenceScoreTask
+  assert "sentence_score" in finetuning.kinds() and "squad" in finetuning.kinds()
 
   class Other(SentenceScoreTask):
     pass
   with pytest.raises(ValueError, match="task 'sentence_score' is .*SentenceScoreTask already"):
-    tasks.register(Other)
+    finetuning.register(Other)
   with pytest.raises(ValueError, match=r"x/task_config.json: unknown task 'nope'; known: "
                                        r"classification, multiple_choice, ner, sentence_score"):
-    tasks.task_class("nope", "x/task_config.json")
+    finetuning.task_class("nope", "x/task_config.json")
   with pytest.raises(TypeError, match="unknown inputs train_file; it takes data_dir"):
-    tasks.build("sentence_score", train_file="x")
+    finetuning.build("sentence_score", train_file="x")

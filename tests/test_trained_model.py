@@ -14,10 +14,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import tasks
+from bert_tf import finetuning
 from bert_tf.common.errors import DataError
 from bert_tf.modeling import checkpoints
-from bert_tf.tasks import runner, squad
+from bert_tf.finetuning import runner
+from bert_tf.tasks.squad import task as squad
 from bert_tf.training import distribute
 from bert_tf.training import pretraining
 from tiny_pretraining import CONFIG, PREDS, SEQ, write_pretraining_records
@@ -63,7 +64,7 @@ def test_a_fine_tuned_init_checkpoint_predicts_with_its_head(sst2, tmp_path, cap
 def _as_tf1(output_dir: str, folder, head: tuple[str, str]) -> str:
   """A trained classifier's weights under google-research/bert's names, its head under
   `head` (kernel [outputs, hidden], bias), with bert_config.json and vocab.txt: the prefix."""
-  task = tasks.build("classification", {"task_name": "SST-2", "max_seq_length": 32},
+  task = finetuning.build("classification", {"task_name": "SST-2", "max_seq_length": 32},
                      data_dir=os.path.join(os.path.dirname(output_dir), "data"))
   config = checkpoints.load_config(output_dir)
   model = task.build_model(config)
@@ -138,7 +139,7 @@ def toy_ner(tmp_path_factory):
   """A short run (max_seq_length 32, no document context) on the toy NER: output_dir."""
   tmp = tmp_path_factory.mktemp("ner")
   make_conll(tmp / "data", {"train": 12, "dev": 4})
-  task = tasks.build("ner", {"max_seq_length": 32, "document_context": False},
+  task = finetuning.build("ner", {"max_seq_length": 32, "document_context": False},
                      data_dir=str(tmp / "data"))
   args = runner.RunArgs(output_dir=str(tmp / "out"), bert_config_file=tiny_config(
       tmp / "bert_config.json"), vocab_file=VOCAB, do_train=True, do_predict=True,
@@ -150,7 +151,7 @@ def toy_ner(tmp_path_factory):
 def _predict(data, output_dir, task_args=None, **args):
   """A predict-only run; the task from the data with `task_args`, else the flags' defaults
   (max_seq_length 128, document context)."""
-  task = tasks.build("ner", task_args, data_dir=str(data))
+  task = finetuning.build("ner", task_args, data_dir=str(data))
   return runner.run(task, runner.RunArgs(output_dir=str(output_dir), do_predict=True, **args),
                     ONE_DEVICE)
 

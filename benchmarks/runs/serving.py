@@ -89,7 +89,7 @@ def _requests(examples, features, batch_size, count):
 
 def _parity(serve_text, examples, features) -> dict:
   """Max |logit difference| and label agreement, SavedModel (raw text) vs in-process model."""
-  from bert_tf.tasks import runner  # pylint: disable=import-outside-toplevel
+  from bert_tf.finetuning import runner  # pylint: disable=import-outside-toplevel
   _, model, _ = runner.load_trained(FLAGS.model_dir)
   exported, in_process = [], []
   for i in range(0, len(examples), 32):
@@ -138,8 +138,8 @@ def main(argv):
     raise app.UsageError("--data_dir is required ($BERT_TF_DATA is unset)")
   # Here, not at the top: a worker is a server's process, without bert_tf.
   # pylint: disable=import-outside-toplevel
-  from bert_tf.tasks import classification
-  from bert_tf.tasks import glue
+  from bert_tf.tasks.classification import task as classification
+  from bert_tf.tasks.classification import glue
   from bert_tf.tokenization import FullTokenizer
   serve_ids = model.signatures["serve_token_ids"]
   task = glue.get_task_data(FLAGS.task_name, FLAGS.data_dir)

@@ -44,8 +44,8 @@ from benchmarks import recipes  # --recipe: the recipe shared with hf_squad_peer
 from benchmarks.parity import replay  # the paired replay and its flags
 import tensorflow as tf
 
-from bert_tf.tasks import runner
-from bert_tf.tasks import squad
+from bert_tf.finetuning import runner
+from bert_tf.tasks.squad import task as squad
 from bert_tf.training import distribute
 from bert_tf.training import loop
 from bert_tf.training import optimization

@@ -1,4 +1,4 @@
-r"""Latency of the SQuAD serving signature (bert_tf.tasks.squad_serving) at batch 1, and the share
+r"""Latency of the SQuAD serving signature (bert_tf.tasks.squad.serving) at batch 1, and the share
 of it spent outside the encoder: MiniLM-L6 weights in a BertSpanLabeler (random span head),
 max_seq_length 384, doc_stride 128.
 
@@ -29,8 +29,8 @@ from official.nlp.modeling.models import BertSpanLabeler
 
 from bert_tf.modeling import checkpoints
 from bert_tf.modeling.encoder import build_encoder
-from bert_tf.tasks.inputs import SERVING_CHUNK
-from bert_tf.tasks.squad_serving import QuestionAnswerer
+from bert_tf.finetuning.inputs import SERVING_CHUNK
+from bert_tf.tasks.squad.serving import QuestionAnswerer
 from bert_tf.tokenization import FullTokenizer
 from benchmarks import data_root  # $BERT_TF_DATA
 

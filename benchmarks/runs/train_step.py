@@ -27,7 +27,7 @@ import bert_tf  # noqa: F401  (before TensorFlow: its process defaults, oneDNN o
 import tensorflow as tf
 
 from bert_tf.modeling import checkpoints
-from bert_tf.tasks.classification import ClassificationConfig, ClassificationTask
+from bert_tf.tasks.classification.task import ClassificationConfig, ClassificationTask
 from bert_tf.training import distribute
 from bert_tf.training import loop
 from bert_tf.training import optimization

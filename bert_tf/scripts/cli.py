@@ -17,9 +17,9 @@ import tensorflow as tf
 
 from bert_tf.common import errors
 from bert_tf.common import output_lock
-from bert_tf import tasks
+from bert_tf import finetuning
 from bert_tf.training import distribute
-from bert_tf.tasks import runner
+from bert_tf.finetuning import runner
 from bert_tf.training import loop
 from export import tf_serving
 
@@ -184,9 +184,9 @@ def fine_tune(kind: str) -> dict:
   """Runs the fine-tuning task registered as `kind` as the flags ask (`runner.run`): the task
   built from the flags of its config's fields and of its inputs, its data kept outside
   --output_dir, the SavedModel writer for --export_dir."""
-  task_class = tasks.task_class(kind)
+  task_class = finetuning.task_class(kind)
   fields = [f.name for f in dataclasses.fields(task_class.config_class)]
-  task = tasks.build(kind, {name: FLAGS[name].value for name in fields if name in FLAGS},
+  task = finetuning.build(kind, {name: FLAGS[name].value for name in fields if name in FLAGS},
                      **{name: FLAGS[name].value for name in task_class.input_args})
   args = args_from_flags(runner.RunArgs, learning_rates=learning_rates())
   strategy = strategy_from_flags()

@@ -12,13 +12,13 @@ weights installed with the package (its folder holds config.json and vocab.txt):
 
 Tasks: cola, sst-2, mrpc, sts-b, qqp, mnli, qnli, rte, wnli (GLUE's file layout), xnli, and
 generic: train/dev/test .tsv or .csv files whose header names text_a, label and optionally
-text_b and guid. See `bert_tf.tasks.runner` for what output_dir receives, and
-`bert_tf.tasks.classification` for the prediction files and the served signatures.
+text_b and guid. See `bert_tf.finetuning.runner` for what output_dir receives, and
+`bert_tf.tasks.classification.task` for the prediction files and the served signatures.
 """
 from absl import flags
 
 from bert_tf.scripts import cli
-from bert_tf.tasks import glue
+from bert_tf.tasks.classification import glue
 
 flags.DEFINE_string("data_dir", None, "The input data dir. Should contain the .tsv files (or "
                     "other data files) for the task.")

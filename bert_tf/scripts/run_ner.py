@@ -15,7 +15,7 @@ MiniLM weights installed with the package (uncased: --do_lower_case, the default
 output_dir receives eval_results.txt (dev: precision, recall, f1, accuracy, and f1_<TYPE> per
 type, in percent, as conlleval's), predictions.txt (test: `word gold predicted`, which the
 standard conlleval script scores to the same numbers) and conlleval_results.txt (its report);
-see `bert_tf.tasks.ner` for the features and `bert_tf.tasks.runner` for the rest.
+see `bert_tf.tasks.ner.task` for the features and `bert_tf.finetuning.runner` for the rest.
 
 --feature_based=NAME is the paper's feature-based approach (its Table 7): no weight of BERT is
 updated; the hidden states of the layers NAME says (embeddings, second_to_last, last,
@@ -26,7 +26,7 @@ learning rate than fine-tuning's, e.g. --learning_rate=1e-2. The export serves i
 from absl import flags
 
 from bert_tf.scripts import cli
-from bert_tf.tasks import ner
+from bert_tf.tasks.ner import task as ner
 
 flags.DEFINE_string("data_dir", None, "The input data dir: train.txt, dev.txt and test.txt in "
                     "the CoNLL-2003 layout (or `word<TAB>tag` lines).")

@@ -11,8 +11,8 @@ MiniLM weights installed with the package:
       --export_dir=/tmp/squad_serving
 
 output_dir receives predictions.json, nbest_predictions.json and (v2.0) null_odds.json, as
-the original's, and eval_results.txt with --do_eval; see `bert_tf.tasks.runner` for the rest.
-The export answers raw questions about raw passages (`bert_tf.tasks.squad_serving`).
+the original's, and eval_results.txt with --do_eval; see `bert_tf.finetuning.runner` for the rest.
+The export answers raw questions about raw passages (`bert_tf.tasks.squad.serving`).
 """
 from absl import flags
 

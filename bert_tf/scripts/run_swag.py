@@ -11,7 +11,7 @@ with the package (its folder holds config.json and vocab.txt):
       --learning_rate=2e-5 --num_train_epochs=3 --export_dir=/tmp/swag_serving
 
 output_dir receives eval_results.txt (eval_accuracy, eval_loss) and test_results.tsv (each
-test example's probabilities of its endings); see `bert_tf.tasks.runner` for the rest and
+test example's probabilities of its endings); see `bert_tf.finetuning.runner` for the rest and
 `bert_tf.tasks.multiple_choice` for the layouts, the features and the served signatures.
 """
 from absl import flags

@@ -1,6 +1,6 @@
 r"""The official SQuAD evaluation scripts' command line (evaluate-v1.1.py, evaluate-v2.0.py):
 their positional arguments and flags, their JSON output; the scores are
-`bert_tf.tasks.squad_eval`'s.
+`bert_tf.tasks.squad.scoring`'s.
 
   squad_evaluate dev-v1.1.json predictions.json
   squad_evaluate dev-v2.0.json predictions.json --na_prob_file null_odds.json
@@ -13,7 +13,7 @@ import argparse
 import json
 import sys
 
-from bert_tf.tasks import squad_eval
+from bert_tf.tasks.squad import scoring as squad_eval
 
 
 def _parser() -> argparse.ArgumentParser:

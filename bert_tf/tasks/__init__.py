@@ -1,68 +1,17 @@
-"""The fine-tuning tasks, by name: each is a `task.FineTuningTask` registered under its config's
-`kind`, the name its task_config.json carries. The runner, export and the scripts find a task
-only through these three calls:
+"""The built-in fine-tuning tasks, one module or folder per task, each standing on
+`bert_tf.finetuning` (the interface, the runner and what tasks share) and on nothing of another
+task:
 
-  register(cls)                  a task class under `cls.config_class.kind` (a decorator); a
-                                 task defined anywhere, a test's toy task too, registers so
-  task_class(kind)               the class registered as `kind`
-  build(kind, settings, **inputs)
-                                 a task to run: its config from `settings` (the config's
-                                 fields; what the data decides is read from `inputs`)
+  classification/   GLUE, XNLI and the user's TSV/CSV sentence (pair) classification
+                    (task.py; glue.py: the datasets' files and label sets)
+  squad/            SQuAD v1.1 / v2.0 (task.py; serving.py: question + context -> answer in the
+                    graph; scoring.py: the official scores, no TensorFlow)
+  ner/              CoNLL-2003 NER, fine-tuned and feature-based (task.py; serving.py: raw text
+                    -> entities in the graph)
+  multiple_choice.py  SWAG and any N-ending choice, one file
 
-The built-in tasks register when their module is imported; `BUILT_IN` says which module holds
-each, so that only the task a run needs is imported.
+and a job that is no fine-tuning task: feature_extraction.py (extract_features).
+
+A task registers under its config's kind when its module is imported; `bert_tf.finetuning.
+BUILT_IN` says which module that is for each built-in task, so a run imports only its own.
 """
-import importlib
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # A task module imports this one: the registry itself loads no TensorFlow.
-  from bert_tf.tasks.task import FineTuningTask
-
-# kind -> the module whose import registers it.
-BUILT_IN = {
-    "classification": "bert_tf.tasks.classification",
-    "squad": "bert_tf.tasks.squad",
-    "ner": "bert_tf.tasks.ner",
-    "multiple_choice": "bert_tf.tasks.multiple_choice",
-}
-_REGISTERED: dict[str, "type[FineTuningTask]"] = {}
-
-
-def register(cls: "type[FineTuningTask]") -> "type[FineTuningTask]":
-  """Registers a FineTuningTask subclass under its config's kind; returns it (a decorator).
-  ValueError for a config without a kind, or a kind another class holds."""
-  kind = cls.config_class.kind
-  if not kind:
-    raise ValueError(f"{cls.__qualname__}: its config_class ({cls.config_class.__qualname__}) "
-                     "sets no kind")
-  held = _REGISTERED.get(kind)
-  if held is not None and _qualified(held) != _qualified(cls):
-    raise ValueError(f"task {kind!r} is {_qualified(held)} already, not {_qualified(cls)}")
-  _REGISTERED[kind] = cls
-  return cls
-
-
-def _qualified(cls: type) -> str:
-  return f"{cls.__module__}.{cls.__qualname__}"
-
-
-def kinds() -> list[str]:
-  """The names of the known tasks: the built-in ones and those registered."""
-  return sorted(set(BUILT_IN) | set(_REGISTERED))
-
-
-def task_class(kind: str, source: str = "task config") -> "type[FineTuningTask]":
-  """The FineTuningTask subclass registered as `kind`; ValueError naming `source` for an
-  unknown one."""
-  if kind not in _REGISTERED and kind in BUILT_IN:
-    importlib.import_module(BUILT_IN[kind])
-  if kind not in _REGISTERED:
-    raise ValueError(f"{source}: unknown task {kind!r}; known: {', '.join(kinds())}")
-  return _REGISTERED[kind]
-
-
-def build(kind: str, settings: dict | None = None, **inputs) -> "FineTuningTask":
-  """The task `kind` to run (`FineTuningTask.from_data`): `settings` are its config's fields
-  (the run_* scripts' flags of those names; omitted ones take their defaults), `inputs` where
-  its data is (`FineTuningTask.input_args`: a data_dir, SQuAD's train_file...)."""
-  return task_class(kind).from_data(settings or {}, **inputs)

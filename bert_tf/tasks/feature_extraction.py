@@ -49,8 +49,8 @@ from bert_tf.common import output_lock
 from bert_tf.common.errors import DataError
 from bert_tf.modeling import checkpoints
 from bert_tf.modeling.feature_extractor import FeatureExtractor, layer_positions, load_extractor
-from bert_tf.tasks import inputs
-from bert_tf.tasks import text_files
+from bert_tf.finetuning import inputs
+from bert_tf.finetuning import text_files
 from bert_tf.tokenization import FullTokenizer
 from tfrecords import writer
 

@@ -44,11 +44,11 @@ from bert_tf.common.files import write_text
 from bert_tf.modeling.configs import BertConfig
 from bert_tf.modeling.encoder import INPUT_NAMES
 from bert_tf.modeling.task_models import build_classifier
-from bert_tf.tasks import register
-from bert_tf.tasks import text_files
-from bert_tf.tasks.inputs import IDS_SIGNATURE, TextPacker, ids_signature, pack
-from bert_tf.tasks import losses
-from bert_tf.tasks.task import Features, FineTuningTask, TaskConfig
+from bert_tf.finetuning import register
+from bert_tf.finetuning import text_files
+from bert_tf.finetuning.inputs import IDS_SIGNATURE, TextPacker, ids_signature, pack
+from bert_tf.finetuning import losses
+from bert_tf.finetuning.task import Features, FineTuningTask, TaskConfig
 from bert_tf.tokenization import FullTokenizer
 from tfrecords import schema
 

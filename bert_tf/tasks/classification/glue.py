@@ -15,7 +15,7 @@ import os
 # The rows as every task reads its files (tf.io.gfile on first use: the GLUE peer benchmark,
 # transformers on torch, reads its data through this module without TensorFlow).
 from bert_tf.common.errors import DataError
-from bert_tf.tasks.text_files import gfile as _gfile, read_rows
+from bert_tf.finetuning.text_files import gfile as _gfile, read_rows
 
 # GLUE's test files carry no labels; examples read from them get this placeholder.
 NO_LABEL = None

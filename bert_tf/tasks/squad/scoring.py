@@ -19,7 +19,7 @@ import string
 
 from absl import logging
 
-from bert_tf.tasks import text_files  # No TensorFlow at import: evaluation alone needs none.
+from bert_tf.finetuning import text_files  # No TensorFlow at import: evaluation alone needs none.
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 _PUNCTUATION = frozenset(string.punctuation)

@@ -58,8 +58,8 @@ import tensorflow as tf
 import tf_keras
 
 from bert_tf import tokenization
-from bert_tf.tasks import windows as windows_lib
-from bert_tf.tasks.inputs import SERVING_CHUNK, call_by_length
+from bert_tf.finetuning import windows as windows_lib
+from bert_tf.finetuning.inputs import SERVING_CHUNK, call_by_length
 from bert_tf.tokenization import FullTokenizer
 
 SIGNATURE = "serving_default"

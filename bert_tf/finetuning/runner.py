@@ -42,8 +42,8 @@ from bert_tf.common.files import write_text
 from bert_tf.modeling import checkpoints
 from bert_tf.modeling import encoder
 from bert_tf.modeling.configs import BertConfig
-from bert_tf.tasks import task_class
-from bert_tf.tasks.task import FineTuningTask, Features, TaskConfig
+from bert_tf.finetuning import task_class
+from bert_tf.finetuning.task import FineTuningTask, Features, TaskConfig
 from bert_tf.tokenization import FullTokenizer
 from bert_tf.training import distribute
 from bert_tf.training import loop

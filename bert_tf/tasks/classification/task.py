@@ -44,14 +44,14 @@ import tf_keras
 from bert_tf.common.files import write_text
 from bert_tf.modeling.configs import BertConfig
 from bert_tf.modeling.task_models import build_classifier
-from bert_tf.tasks import glue
-from bert_tf.tasks import register
-from bert_tf.tasks import metrics as metrics_lib
-from bert_tf.tasks.glue import InputExample
-from bert_tf.tasks.inputs import (IDS_SIGNATURE, SERVING_CHUNK, TextPacker, call_by_length,
+from bert_tf.tasks.classification import glue
+from bert_tf.finetuning import register
+from bert_tf.finetuning import metrics as metrics_lib
+from bert_tf.tasks.classification.glue import InputExample
+from bert_tf.finetuning.inputs import (IDS_SIGNATURE, SERVING_CHUNK, TextPacker, call_by_length,
                                   ids_signature, pack)
-from bert_tf.tasks import losses
-from bert_tf.tasks.task import Features, FineTuningTask, TaskConfig
+from bert_tf.finetuning import losses
+from bert_tf.finetuning.task import Features, FineTuningTask, TaskConfig
 from bert_tf.tokenization import FullTokenizer
 from tfrecords import schema
 

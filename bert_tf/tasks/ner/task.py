@@ -55,10 +55,10 @@ from bert_tf.common.files import write_text
 from bert_tf.modeling.configs import BertConfig
 from bert_tf.modeling.encoder import INPUT_NAMES, build_encoder, create_variables, initializer
 from bert_tf.modeling.feature_extractor import FeatureExtractor
-from bert_tf.tasks import register
-from bert_tf.tasks import losses
-from bert_tf.tasks import text_files
-from bert_tf.tasks.task import Features, FineTuningTask, TaskConfig
+from bert_tf.finetuning import register
+from bert_tf.finetuning import losses
+from bert_tf.finetuning import text_files
+from bert_tf.finetuning.task import Features, FineTuningTask, TaskConfig
 from bert_tf.tokenization import FullTokenizer
 from tfrecords import schema
 
@@ -586,8 +586,8 @@ class NerTask(FineTuningTask):
 
   # Serving.
   def serving_module(self, model: tf_keras.Model, tokenizer: FullTokenizer) -> tf.Module:
-    from bert_tf.tasks import ner_serving  # pylint: disable=g-import-not-at-top
-    return ner_serving.NerServing(model, tokenizer, self.config)
+    from bert_tf.tasks.ner import serving  # pylint: disable=g-import-not-at-top
+    return serving.NerServing(model, tokenizer, self.config)
 
   def warmup_inputs(self, examples: list[Sentence] | None = None) -> list[dict[str, str]]:
     """{text} of the first 3 sentences (words joined by spaces), else of built-in samples."""

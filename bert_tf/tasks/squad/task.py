@@ -37,11 +37,11 @@ from bert_tf.common.errors import DataError
 from bert_tf.common.files import write_text
 from bert_tf.modeling.configs import BertConfig
 from bert_tf.modeling.encoder import build_encoder, create_variables, initializer
-from bert_tf.tasks import squad_eval
-from bert_tf.tasks import register
-from bert_tf.tasks import losses
-from bert_tf.tasks import text_files
-from bert_tf.tasks.task import Features, FineTuningTask, TaskConfig
+from bert_tf.tasks.squad import scoring
+from bert_tf.finetuning import register
+from bert_tf.finetuning import losses
+from bert_tf.finetuning import text_files
+from bert_tf.finetuning.task import Features, FineTuningTask, TaskConfig
 from bert_tf.tokenization import FullTokenizer, split_words
 from tfrecords import schema
 
@@ -697,9 +697,9 @@ class SquadTask(FineTuningTask):
     data = self.datasets["predict"]
     try:
       if self.config.version_2_with_negative:
-        results = squad_eval.evaluate_v2(data, predictions.predictions, predictions.null_odds)
+        results = scoring.evaluate_v2(data, predictions.predictions, predictions.null_odds)
       else:
-        results = squad_eval.evaluate_v1(data, predictions.predictions)
+        results = scoring.evaluate_v1(data, predictions.predictions)
     except ValueError as e:
       raise DataError(f"{path}: {e}") from None
     return {k: float(v) for k, v in results.items()}
@@ -721,8 +721,8 @@ class SquadTask(FineTuningTask):
 
   # Serving.
   def serving_module(self, model: tf_keras.Model, tokenizer: FullTokenizer) -> tf.Module:
-    from bert_tf.tasks import squad_serving  # pylint: disable=g-import-not-at-top
-    return squad_serving.QuestionAnswerer(model, tokenizer, self.config)
+    from bert_tf.tasks.squad import serving  # pylint: disable=g-import-not-at-top
+    return serving.QuestionAnswerer(model, tokenizer, self.config)
 
   def warmup_inputs(self, examples: list[SquadExample] | None = None) -> list[dict[str, str]]:
     """{question, context} of the first 3 examples, else of built-in samples (one empty)."""

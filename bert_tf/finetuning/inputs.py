@@ -11,7 +11,7 @@ from official.nlp.modeling import layers
 import tensorflow as tf
 
 from bert_tf.modeling.encoder import INPUT_NAMES
-from bert_tf.tasks import windows
+from bert_tf.finetuning import windows
 
 # A served model's second signature: the encoder's three inputs, already packed.
 IDS_SIGNATURE = "serve_token_ids"

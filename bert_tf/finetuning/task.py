@@ -1,4 +1,4 @@
-"""What every fine-tuning task implements: the runner (`bert_tf.tasks.runner`) and export
+"""What every fine-tuning task implements: the runner (`bert_tf.finetuning.runner`) and export
 (`export.saved_model`) drive a task only through this interface and never name one.
 
 A task is one file (`classification.py`, `squad.py`, ...) holding, in this order:
@@ -21,8 +21,8 @@ A task is one file (`classification.py`, `squad.py`, ...) holding, in this order
   serving      serving_module(model, tokenizer): a tf.Module whose `signatures()` take raw
                text; warmup_inputs(examples): sample requests for TF Serving's warm-up
 
-A task registers under its config's `kind` (`bert_tf.tasks.register`) and is built by name:
-to run, from its settings and inputs (`from_data`, through `bert_tf.tasks.build`); to export,
+A task registers under its config's `kind` (`bert_tf.finetuning.register`) and is built by name:
+to run, from its settings and inputs (`from_data`, through `bert_tf.finetuning.build`); to export,
 from its config alone (`from_config`). The task's `config` (a `TaskConfig` dataclass) is what
 export needs to rebuild and serve the model: it is written as task_config.json beside the
 checkpoints and read back with `runner.read_task_config`.

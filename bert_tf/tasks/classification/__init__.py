@@ -1,0 +1,1 @@
+"""Sentence (pair) classification: the task (`task.py`) and the datasets it reads (`glue.py`)."""
