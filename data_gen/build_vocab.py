@@ -43,12 +43,12 @@ def main(argv):
       sys.exit(f"build_vocab: error: --{name} must be positive, got {getattr(FLAGS, name)}")
   # pylint: disable=g-import-not-at-top  (TensorFlow loads only for valid flags)
   from bert_tf.common import errors, output_lock
+  from bert_tf.common.files import list_files
   from data_gen import vocab
-  from tfrecords import datasets
   with errors.exit_on_user_error("build_vocab"):
     output_lock.check_not_input([FLAGS.output_file], "--output_file",
                                 [("--input_file", p) for p in FLAGS.input_file.split(",")])
-    files = datasets.list_files(FLAGS.input_file)
+    files = list_files(FLAGS.input_file)
     word_counts = vocab.count_words(files, FLAGS.do_lower_case, FLAGS.max_lines)
     if not word_counts:
       raise ValueError(f"no words in --input_file {FLAGS.input_file}")

@@ -3,15 +3,16 @@
 Same flags, defaults and record format as google-research/bert's create_pretraining_data.py,
 plus --num_workers, --num_output_shards, the masking split (--mask_token_prob,
 --random_token_prob) and --dynamic_masking (unmasked pairs, masked by run_pretraining
---dynamic_masking as it reads them). Streaming and deterministic; see data_gen/pipeline.py. Writes a stats
-file beside the output: out/pretrain.tfrecord -> out/pretrain.stats.json.
+--dynamic_masking as it reads them). Streaming and deterministic; see
+data_gen/pretraining_data/pipeline.py. Writes a stats file beside the output:
+out/pretrain.tfrecord -> out/pretrain.stats.json.
 
   create_pretraining_data --input_file='corpus/*.txt' --output_file=out/pretrain.tfrecord \\
     --vocab_file=vocab.txt --num_output_shards=8
 
-With --runner=NAME, the same job runs as an Apache Beam pipeline (data_gen/beam_pipeline.py;
-`pip install -e '.[beam]'`), the other flags Beam's pipeline options, and writes the same
-bytes:
+With --runner=NAME, the same job runs as an Apache Beam pipeline
+(data_gen/pretraining_data/beam.py; `pip install -e '.[beam]'`), the other flags Beam's
+pipeline options, and writes the same bytes:
 
   create_pretraining_data ... --runner=FnApiRunner --direct_num_workers=2 \\
     --direct_running_mode=multi_processing
@@ -23,9 +24,11 @@ from absl import app
 from absl import flags
 
 from bert_tf.common import errors
+from bert_tf.common import files
 from bert_tf.common import output_lock
-from data_gen import launch
-from data_gen.config import PretrainingDataConfig
+from data_gen.jobs import launch
+from data_gen.jobs import outputs
+from data_gen.pretraining_data.config import PretrainingDataConfig
 
 # No TensorFlow at the top: the spawned workers re-import this module, and TensorFlow (imported
 # by the tokenizer and the writer, in main) would cost each of them ~800 MB.
@@ -86,21 +89,20 @@ def _generate(config: PretrainingDataConfig,
   """The job (on Beam or the local workers, as launched): (stats, the shards written)."""
   # pylint: disable=g-import-not-at-top  (see the note above the flags)
   from bert_tf.tokenization import FullTokenizer
-  from data_gen import pipeline
-  from tfrecords import datasets
-  input_files = datasets.list_files(FLAGS.input_file)
+  from data_gen.pretraining_data import pipeline
+  input_files = files.list_files(FLAGS.input_file)
   prefixes = [p.strip() for p in FLAGS.output_file.split(",") if p.strip()]
-  output_files = pipeline.shard_paths(prefixes, FLAGS.num_output_shards)
+  output_files = outputs.shard_paths(prefixes, FLAGS.num_output_shards)
   output_lock.check_not_input(
-      output_files + [pipeline.stats_path(output_files[0])], "--output_file",
+      output_files + [outputs.stats_path(output_files[0])], "--output_file",
       [("--input_file", p) for p in FLAGS.input_file.split(",")] +
       [("--vocab_file", FLAGS.vocab_file)])
   tokenizer = FullTokenizer(FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
   with output_lock.lock_output_files(prefixes):
     if launched.options is not None:
-      from data_gen import beam_pipeline
-      return beam_pipeline.create_pretraining_data(input_files, output_files, tokenizer,
-                                                   config, launched.options), output_files
+      from data_gen.pretraining_data import beam
+      return beam.create_pretraining_data(input_files, output_files, tokenizer, config,
+                                          launched.options), output_files
     return pipeline.create_pretraining_data(input_files, output_files, tokenizer, config,
                                             launched.num_workers,
                                             workers=launched.workers), output_files
@@ -114,11 +116,11 @@ def main(argv):
     sys.exit(f"{PROGRAM}: error: {e}")
   with errors.exit_on_user_error(PROGRAM), launched.workers or contextlib.nullcontext():
     stats, output_files = _generate(config, launched)
-  from data_gen import pipeline  # pylint: disable=g-import-not-at-top
+  from data_gen.pretraining_data import pipeline  # pylint: disable=g-import-not-at-top
   print(pipeline.summary(stats))
   print(f"wrote {len(output_files)} shard(s) ({output_files[0]}"
         f"{', ...' if len(output_files) > 1 else ''}); stats in "
-        f"{pipeline.stats_path(output_files[0])}")
+        f"{outputs.stats_path(output_files[0])}")
 
 
 def run():

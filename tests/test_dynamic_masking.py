@@ -12,8 +12,10 @@ import tensorflow as tf
 
 from bert_tf import tokenization
 from bert_tf.training import dynamic_masking
-from data_gen import pipeline, sample_corpus
-from data_gen.config import PretrainingDataConfig
+from data_gen import sample_corpus
+from data_gen.jobs.outputs import shard_paths
+from data_gen.pretraining_data import pipeline
+from data_gen.pretraining_data.config import PretrainingDataConfig
 from tiny_pretraining import (CONFIG, PREDS, SEQ, VOCAB_SIZE, assert_same_values,
                               checkpoint_values, killed_copy, write_pretraining_records)
 from tfrecords import datasets, schema, writer
@@ -33,7 +35,7 @@ def real_batches(tmp_path_factory):
   corpus = d / "corpus.txt"
   sample_corpus.write_corpus(str(corpus))
   config = PretrainingDataConfig(max_seq_length=LENGTH, dupe_factor=1, dynamic_masking=True)
-  outputs = pipeline.shard_paths([str(d / "unmasked.tfrecord")], 1)
+  outputs = shard_paths([str(d / "unmasked.tfrecord")], 1)
   pipeline.create_pretraining_data([str(corpus)], outputs, tokenizer, config, num_workers=1)
   ds = datasets.record_dataset(outputs, schema.unmasked_pretraining_features(LENGTH),
                                6 * BATCH, is_training=False)

@@ -1,10 +1,10 @@
-"""data_gen.launch: the launch flags both data-generation jobs share, checked and started."""
+"""data_gen.jobs.launch: the launch flags both data-generation jobs share, checked and started."""
 import os
 
 from absl import flags
 import pytest
 
-from data_gen import launch
+from data_gen.jobs import launch
 
 
 @pytest.mark.parametrize("runner, num_workers, beam_args, message", [

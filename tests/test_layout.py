@@ -2,7 +2,8 @@
 sits (top level or inside a function):
 
   common ← records, text ← model ← training ← tasks ← export ← scripts
-  common ← records, text ← data_gen
+  common ←                data_gen jobs ← corpus           ← data_gen   (corpus: no TensorFlow)
+  common ← records, text, data_gen jobs ← pretraining data ← data_gen
 
 - a module imports only modules of its own room or of the rooms its room may import (ROOMS);
 - no import cycle between modules;
@@ -33,7 +34,10 @@ ROOMS = {
     "bert_tf.tasks": "tasks",          # fine-tuning: the interface, the runner, the tasks
     "export": "export",                # SavedModels for TF Serving
     "bert_tf.scripts": "scripts",      # bert_tf's entry points
-    "data_gen": "data_gen",            # pretraining data, vocab learning
+    "data_gen.jobs": "data_gen jobs",  # what both jobs run on: launch, workers, output files
+    "data_gen.corpus": "corpus",       # prepare_corpus: raw sources -> one sentence a line
+    "data_gen.pretraining_data": "pretraining data",  # create_pretraining_data's records
+    "data_gen": "data_gen",            # the entry points, vocab learning, the sample corpus
     "bert_tf": "package",
 }
 MAY_IMPORT = {
@@ -45,7 +49,10 @@ MAY_IMPORT = {
     "tasks": {"common", "records", "text", "model", "training"},
     "export": {"common", "records", "text", "model", "training", "tasks"},
     "scripts": {"common", "records", "text", "model", "training", "tasks", "export"},
-    "data_gen": {"common", "records", "text"},
+    "data_gen jobs": {"common"},
+    "corpus": {"common", "data_gen jobs"},
+    "pretraining data": {"common", "records", "text", "data_gen jobs"},
+    "data_gen": {"common", "records", "text", "data_gen jobs", "corpus", "pretraining data"},
     "package": {"model"},
 }
 # What a task (and each of its parts) may import of bert_tf.tasks: the shared task modules.
@@ -252,6 +259,9 @@ def test_each_check_finds_what_it_looks_for(tmp_path):
       "bert_tf/tasks/task.py": "",
       "bert_tf/tasks/two.py": "from bert_tf.tasks import runner\n",
       "export/__init__.py": "", "tfrecords/__init__.py": "", "data_gen/__init__.py": "",
+      "data_gen/corpus/__init__.py": "", "data_gen/pretraining_data/__init__.py": "",
+      "data_gen/corpus/x.py": "from data_gen.pretraining_data import y\n",
+      "data_gen/pretraining_data/y.py": "",
       "tfrecords/loose/x.py": "",
       "benchmarks/peers/x.py": 'p.add_argument("--peer_python", default="/tmp/v/bin/python")\n'
                                'p.add_argument("--work_dir", default="/tmp/w")\n'
@@ -264,7 +274,8 @@ def test_each_check_finds_what_it_looks_for(tmp_path):
     (tmp_path / name).write_text(text)
   root = str(tmp_path)
   assert against_the_flow(root) == [
-      "bert_tf/modeling/up.py:2: model imports tasks (bert_tf.tasks.runner)"]
+      "bert_tf/modeling/up.py:2: model imports tasks (bert_tf.tasks.runner)",
+      "data_gen/corpus/x.py:1: corpus imports pretraining data (data_gen.pretraining_data.y)"]
   assert cycles(root) == [["bert_tf.modeling.a", "bert_tf.modeling.b"]]
   assert private_imports(root) == ["bert_tf/modeling/b.py:1: imports bert_tf.modeling.a._helper",
                                    "bert_tf/modeling/c.py:2: uses bert_tf.modeling.a._helper"]

@@ -12,14 +12,15 @@ from xml.sax import saxutils
 import pytest
 
 from bert_tf.common.errors import DataError
-from data_gen import corpus_pipeline
-from data_gen import corpus_sources
-from data_gen import corpus_units
-from data_gen import instances
-from data_gen import pipeline
-from data_gen import wikitext
-from data_gen.config import PretrainingDataConfig
-from data_gen.corpus_config import CorpusConfig
+from data_gen.corpus import pipeline
+from data_gen.corpus import sources
+from data_gen.corpus import units
+from data_gen.corpus import wikitext
+from data_gen.corpus.config import CorpusConfig
+from data_gen.jobs.outputs import stats_path
+from data_gen.jobs.workers import start_workers
+from data_gen.pretraining_data.config import PretrainingDataConfig
+from data_gen.pretraining_data.pipeline import create_pretraining_data
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HEADER = ('<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.10/" version="0.10" '
@@ -162,14 +163,14 @@ def _multistream(folder, pages=PAGES, per_stream=2) -> str:
 @pytest.fixture(scope="module")
 def pool():
   """Two workers the tests share (each job's own would cost a spawn each)."""
-  with instances.start_workers(2) as workers:
+  with start_workers(2) as workers:
     yield workers
 
 
 def _run(inputs, out, pool=None, num_workers=2, unit_chars=100, **settings) -> dict:
   """The job on `pool` (a fixture's), or on `num_workers` of its own."""
   config = CorpusConfig(**settings)
-  return corpus_pipeline.prepare_corpus(inputs, str(out), config, num_workers, workers=pool,
+  return pipeline.prepare_corpus(inputs, str(out), config, num_workers, workers=pool,
                                         unit_chars=unit_chars)
 
 
@@ -207,7 +208,7 @@ def test_a_dump_becomes_one_document_per_article_one_sentence_a_line(tmp_path, p
   assert stats["bytes_out"] == len(DUMP_TEXT.encode()) and stats["bytes_in"] == \
       os.path.getsize(dump) == stats["source_bytes"]
   assert stats["input_files"] == {dump: "wikipedia"}
-  assert pipeline.stats_path(str(tmp_path / "out" / "wiki.txt")).endswith("wiki.stats.json")
+  assert stats_path(str(tmp_path / "out" / "wiki.txt")).endswith("wiki.stats.json")
   assert sorted(os.listdir(tmp_path / "out")) == ["wiki.stats.json", "wiki.txt"]
 
 
@@ -223,11 +224,11 @@ def test_bz2_multistream_and_utf16_dumps_give_the_same_bytes(tmp_path, pool):
           "<mediawiki", '<?xml version="1.0" encoding="UTF-16"?>\n<mediawiki', 1)
           .encode("utf-16")),
   }
-  index = corpus_sources.multistream_index(dumps["multistream"])
-  assert index and corpus_sources.without_indexes([dumps["multistream"], index]) == \
+  index = sources.multistream_index(dumps["multistream"])
+  assert index and sources.without_indexes([dumps["multistream"], index]) == \
       [dumps["multistream"]]
-  units = list(corpus_sources.plan_units(0, dumps["multistream"], "wikipedia", unit_chars=4))
-  assert len(units) == 3 and all(u.stream_range and not u.items for u in units)
+  planned = list(sources.plan_units(0, dumps["multistream"], "wikipedia", unit_chars=4))
+  assert len(planned) == 3 and all(u.stream_range and not u.items for u in planned)
   for name, dump in dumps.items():
     stats = _run([dump], tmp_path / name / "wiki.txt", pool)
     assert _read(tmp_path / name / "wiki.txt") == DUMP_TEXT, name
@@ -239,7 +240,7 @@ def test_wikiextractor_books_and_paragraphs(tmp_path, caplog, pool):
   book = _write(tmp_path / "tiny.txt", BOOK)
   bare = _write(tmp_path / "bare.txt", "It was a dark night. Nobody came.\n")
   paragraphs = _write(tmp_path / "paragraphs.txt", PARAGRAPHS)
-  assert [corpus_sources.detect(p) for p in (extracted, book, paragraphs)] == \
+  assert [sources.detect(p) for p in (extracted, book, paragraphs)] == \
       ["wikiextractor", "books", "paragraphs"]
   stats = _run([extracted], tmp_path / "w" / "out.txt", pool)
   assert _read(tmp_path / "w" / "out.txt") == (
@@ -310,7 +311,7 @@ def test_shards_holdout_and_dedup_by_identity_the_same_for_1_and_2_workers(
   # Alpha (id 10) by their page ids.
   config = CorpusConfig(**SHARDED)
   for page_id, first_line in (("15", "Delta is a letter."), ("10", "Alpha is a letter.")):
-    split, shard = corpus_units.placement(f"wikipedia:{page_id}", config)
+    split, shard = units.placement(f"wikipedia:{page_id}", config)
     names = [n for n in _contents(folder) if ("holdout" in n) == (split == 1)]
     assert first_line in _contents(folder)[names[shard]].decode().split("\n")
   # Page 200 repeats Delta's text after it in input order: dropped; so are the paragraphs
@@ -339,13 +340,43 @@ def test_a_rerun_replaces_its_shards_and_refuses_another_shard_count(tmp_path, p
 def test_a_worker_holds_no_tensorflow(tmp_path):
   """The workers parse and split (mwparserfromhell, the splitter) and never load TensorFlow,
   which would cost each seconds to start and ~700 MB."""
-  unit = next(corpus_sources.plan_units(0, _write(tmp_path / "d.xml", _dump()), "wikipedia"))
-  with instances.start_workers(1) as worker:
-    assert len(worker.submit(corpus_units.process_unit, unit, CorpusConfig()).result()
+  unit = next(sources.plan_units(0, _write(tmp_path / "d.xml", _dump()), "wikipedia"))
+  with start_workers(1) as worker:
+    assert len(worker.submit(units.process_unit, unit, CorpusConfig()).result()
                .documents) == 3
     loaded = worker.submit(eval, "{m.split('.')[0] for m in __import__('sys').modules}")
     assert "mwparserfromhell" in loaded.result()
     assert not loaded.result() & {"tensorflow", "tf_keras", "keras", "official"}
+
+
+# The console script's run() in a process of its own, then the top-level modules it loaded.
+_RUN_AND_LIST_MODULES = """
+import sys
+from data_gen import prepare_corpus
+sys.argv[0] = "prepare_corpus"
+try:
+  prepare_corpus.run()
+except SystemExit as e:
+  assert not e.code, e.code
+print("modules:", *sorted({m.split(".")[0] for m in sys.modules}))
+"""
+
+
+def test_a_run_loads_no_tensorflow_in_its_main_process(tmp_path):
+  """The main process plans the units and writes the shards and stats (the standard library):
+  TensorFlow there would be ~5 CPU s of start-up for nothing (the workers: the test above)."""
+  dump = _write(tmp_path / "tiny.xml", _dump())
+  run = subprocess.run(
+      [sys.executable, "-c", _RUN_AND_LIST_MODULES, f"--input_file={dump}",
+       f"--output_file={tmp_path / 'out' / 'wiki.txt'}", "--num_workers=1"],
+      capture_output=True, text=True, cwd=ROOT, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+      timeout=900, check=False)
+  assert run.returncode == 0, run.stderr
+  assert _read(tmp_path / "out" / "wiki.txt") == DUMP_TEXT
+  loaded = run.stdout.splitlines()[-1].split()[1:]
+  assert "data_gen" in loaded and "mwparserfromhell" in loaded
+  assert [m for m in loaded if m.startswith("tensorflow") or
+          m in {"tf_keras", "keras", "official"}] == []
 
 
 def test_filters_count_what_they_drop(tmp_path, mixed_inputs, pool):
@@ -363,7 +394,7 @@ def test_create_pretraining_data_reads_the_output(tmp_path, local_run, tokenizer
   shards = sorted(os.path.join(folder, n) for n in os.listdir(folder)
                   if n.startswith("corpus.txt-"))
   outputs = [str(tmp_path / "pretrain.tfrecord")]
-  stats = pipeline.create_pretraining_data(
+  stats = create_pretraining_data(
       shards, outputs, tokenizer, PretrainingDataConfig(max_seq_length=32, dupe_factor=1,
                                                         max_predictions_per_seq=5), 1)
   train_documents = sum(n for path, n in local_run[1]["output_files"].items()

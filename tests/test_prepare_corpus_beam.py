@@ -1,4 +1,4 @@
-"""prepare_corpus on Apache Beam (data_gen/corpus_beam.py): the local path's shards and stats,
+"""prepare_corpus on Apache Beam (data_gen/corpus/beam.py): the local path's shards and stats,
 byte for byte, from every source kind with shards, a held-out split and --dedup; the local
 path's one-line errors. Runs on the FnApiRunner, offline."""
 import bz2
@@ -9,10 +9,10 @@ import pytest
 pytest.importorskip("apache_beam")
 
 # pylint: disable=g-import-not-at-top  (after the skip: Beam is an optional extra)
-from data_gen import beam_options
-from data_gen import corpus_beam
-from data_gen import corpus_pipeline
-from data_gen.corpus_config import CorpusConfig
+from data_gen.corpus import beam as beam_job
+from data_gen.corpus import pipeline
+from data_gen.corpus.config import CorpusConfig
+from data_gen.jobs import beam_options
 
 HEADER = '<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.10/" version="0.10">\n'
 CONFIG = CorpusConfig(num_output_shards=3, holdout_fraction=0.25, num_holdout_shards=2,
@@ -68,10 +68,10 @@ def _contents(folder):
                   "--direct_running_mode=multi_processing"], marks=pytest.mark.slow),
 ], ids=["1-worker", "2-workers"])
 def test_the_shards_and_stats_are_the_local_paths(tmp_path, inputs, beam_args):
-  local = corpus_pipeline.prepare_corpus(inputs, str(tmp_path / "local" / "corpus.txt"),
-                                         CONFIG, num_workers=2, unit_chars=64)
-  beam = corpus_beam.prepare_corpus(inputs, str(tmp_path / "beam" / "corpus.txt"), CONFIG,
-                                    beam_options.pipeline_options(beam_args), unit_chars=64)
+  local = pipeline.prepare_corpus(inputs, str(tmp_path / "local" / "corpus.txt"), CONFIG,
+                                  num_workers=2, unit_chars=64)
+  beam = beam_job.prepare_corpus(inputs, str(tmp_path / "beam" / "corpus.txt"), CONFIG,
+                                 beam_options.pipeline_options(beam_args), unit_chars=64)
   assert _contents(tmp_path / "beam") == _contents(tmp_path / "local")
   assert len(_contents(tmp_path / "local")) == 5
   assert {k: v for k, v in beam.items() if k not in RUN_KEYS} == \
@@ -89,8 +89,8 @@ def test_errors_are_the_local_paths_one_line(tmp_path):
   cut.write_bytes(bz2.compress((HEADER + _page(1, "Some text. More.") * 50 +
                                 "</mediawiki>").encode())[:200])
   with pytest.raises(ValueError, match=f"^{cut}: truncated"):
-    corpus_beam.prepare_corpus([str(cut)], str(tmp_path / "out" / "corpus.txt"), CONFIG,
-                               beam_options.pipeline_options(["--runner=FnApiRunner"]))
+    beam_job.prepare_corpus([str(cut)], str(tmp_path / "out" / "corpus.txt"), CONFIG,
+                            beam_options.pipeline_options(["--runner=FnApiRunner"]))
   assert os.listdir(tmp_path / "out") == []
 
 

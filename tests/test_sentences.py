@@ -1,4 +1,4 @@
-"""data_gen.sentences: every registered splitter on hard sentences, the default for real, and
+"""data_gen.corpus.sentences: every registered splitter on hard sentences, the default for real, and
 the one-line errors for an unknown name or a missing library."""
 import configparser
 import importlib.util
@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from bert_tf.common import errors
-from data_gen import sentences
+from data_gen.corpus import sentences
 
 # What every registered splitter gets right: abbreviations, decimals and prices, quotes,
 # ? and ! as boundaries, and the spaces around sentences dropped.

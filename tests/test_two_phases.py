@@ -16,6 +16,7 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
+from bert_tf.common import files
 from bert_tf.modeling import checkpoints
 from bert_tf.modeling import pretrainer
 from bert_tf.training import distribute
@@ -101,7 +102,7 @@ def first_gradient(d) -> dict[str, np.ndarray]:
                                       LONG_PREDS)
   checkpoints.load_into_pretrainer(model, str(d / "phase1" / "ckpt-4"))
   batch = next(iter(datasets.record_dataset(
-      datasets.list_files(a.input_file), a.record_layout(), a.train_batch_size, True,
+      files.list_files(a.input_file), a.record_layout(), a.train_batch_size, True,
       input_context=tf.distribute.InputContext(), seed=a.seed, drop_remainder=True)))
   with tf.GradientTape() as tape:
     loss, _ = pretrainer.pretraining_loss(batch, model(batch, training=True))

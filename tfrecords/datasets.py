@@ -20,6 +20,7 @@ import re
 from absl import logging
 import tensorflow as tf
 
+from bert_tf.common.files import list_files
 from tfrecords import schema
 
 
@@ -31,27 +32,6 @@ from tfrecords import schema
 # wants anyway.
 NO_AUTOTUNE_THREAD = tf.data.Options()
 NO_AUTOTUNE_THREAD.autotune.enabled = False
-
-
-def list_files(input_patterns: str | list[str]) -> list[str]:
-  """Expands comma-separated globs (the original's `--input_file` syntax), sorted.
-
-  Raises FileNotFoundError naming the first pattern that matches nothing, and IsADirectoryError
-  naming a directory that a pattern matched (its files are not read: a glob says which).
-  """
-  if isinstance(input_patterns, str):
-    input_patterns = [p for p in input_patterns.split(",") if p.strip()]
-  files = []
-  for pattern in input_patterns:
-    matched = tf.io.gfile.glob(pattern.strip())
-    if not matched:
-      raise FileNotFoundError(f"no file matches {pattern!r}")
-    for path in matched:
-      if tf.io.gfile.isdir(path):
-        raise IsADirectoryError(f"{path} is a directory; give its files, e.g. "
-                                f"'{path.rstrip('/')}/*'")
-    files.extend(matched)
-  return sorted(set(files))
 
 
 class DamagedRecordsError(ValueError):

@@ -48,8 +48,8 @@ import time
 from benchmarks import data_root  # $BERT_TF_DATA
 from benchmarks import peer_python  # $BERT_TF_PEER_PYTHON
 from benchmarks import splitter_eval  # pySBD's Golden Rules
-from data_gen import corpus_sources  # the multistream dump's and its index's names
-from data_gen import sentences  # our default splitter
+from data_gen.corpus import sentences  # our default splitter
+from data_gen.corpus import sources  # the multistream dump's and its index's names
 
 HERE = os.path.dirname(os.path.abspath(__file__))  # benchmarks/peers
 ROOT = os.path.dirname(os.path.dirname(HERE))  # the repository
@@ -104,7 +104,7 @@ def build_sample(dump: str, copies: int, folder: str, multistream: bool) -> dict
       copied.append(page + "\n  ")
   streams = [head] + ["".join(copied[i:i + PAGES_PER_STREAM])
                       for i in range(0, len(copied), PAGES_PER_STREAM)] + ["</mediawiki>\n"]
-  path = os.path.join(folder, "enwiki-sample" + (corpus_sources.MULTISTREAM_SUFFIX if multistream
+  path = os.path.join(folder, "enwiki-sample" + (sources.MULTISTREAM_SUFFIX if multistream
                                                  else ".xml.bz2"))
   with open(path, "wb") as f:
     if not multistream:
@@ -116,7 +116,7 @@ def build_sample(dump: str, copies: int, folder: str, multistream: bool) -> dict
         index += [f"{offset}:{page_id}:{title}\n" for title, page_id in re.findall(
             r"<title>(.*?)</title>\s*<ns>0</ns>\s*<id>(\d+)", stream)]
         f.write(bz2.compress(stream.encode("utf-8")))
-      with open(path.replace(corpus_sources.MULTISTREAM_SUFFIX, corpus_sources.INDEX_SUFFIX),
+      with open(path.replace(sources.MULTISTREAM_SUFFIX, sources.INDEX_SUFFIX),
                 "wb") as f_index:
         f_index.write(bz2.compress("".join(index).encode("utf-8")))
   headings = {h.strip() for h in re.findall(r"^=+([^=\n]+)=+[ \t]*$", body, re.M)}

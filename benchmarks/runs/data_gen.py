@@ -280,9 +280,9 @@ def step(name, f):
   return value
 step("absl and the flags module", lambda: importlib.import_module(
     "data_gen.create_pretraining_data"))
-from data_gen import instances
+from data_gen.jobs import workers as workers_lib
 def start_workers():
-  workers = instances.start_workers(settings["num_workers"])
+  workers = workers_lib.start_workers(settings["num_workers"])
   for f in [workers.submit(int) for _ in range(settings["num_workers"])]:
     f.result()
   return workers
@@ -290,11 +290,11 @@ workers = step("workers started and ready (overlapped in the CLI)", start_worker
 step("import tensorflow (tf_keras with it)", lambda: importlib.import_module("tensorflow"))
 step("import tensorflow_text", lambda: importlib.import_module("tensorflow_text"))
 step("the job's other modules", lambda: [importlib.import_module(m) for m in (
-    "bert_tf.tokenization", "bert_tf.common.output_lock", "data_gen.pipeline",
+    "bert_tf.tokenization", "bert_tf.common.output_lock", "data_gen.pretraining_data.pipeline",
     "tfrecords.datasets")])
 from bert_tf import tokenization
-from data_gen import documents, masking
-from data_gen.config import PretrainingDataConfig
+from data_gen.pretraining_data import documents, instances, masking
+from data_gen.pretraining_data.config import PretrainingDataConfig
 tokenizer = step("FullTokenizer (vocab, case check, wordpiece model)",
                  lambda: tokenization.FullTokenizer(settings["vocab_file"]))
 step("the character classes (in the first call)", tokenization._char_classes)

@@ -4,8 +4,8 @@ The real English excerpt (wikipedia/enwiki-table-markup.xml.bz2: 5 articles with
 templates, references, 252 KB of XML) is too small to keep two workers busy, so its pages are
 repeated --copies times under new page ids, as a multistream dump with its index (the form the
 whole English Wikipedia comes in, split across workers by stream) and as a plain .xml.bz2 (read
-by the main process). Each run is the library call (`corpus_pipeline.prepare_corpus`), timed by
-its stats (the job, not the interpreter's start); one line of JSON each.
+by the main process). Each run is the library call (`data_gen.corpus.pipeline.prepare_corpus`),
+timed by its stats (the job, not the interpreter's start); one line of JSON each.
 
   BERT_TF_DATA=../shared/data nice .venv/bin/python -m benchmarks.runs.prepare_corpus_speed \\
     --copies=40 --sentence_splitter=pysbd
@@ -22,9 +22,10 @@ from absl import app
 from absl import flags
 
 from benchmarks import data_root
-from data_gen import corpus_sources
-from data_gen import sentences
-from data_gen.corpus_config import CorpusConfig
+from data_gen.corpus import pipeline
+from data_gen.corpus import sentences
+from data_gen.corpus import sources
+from data_gen.corpus.config import CorpusConfig
 
 flags.DEFINE_string("dump", None, "The English excerpt (default: $BERT_TF_DATA/wikipedia/"
                     "enwiki-table-markup.xml.bz2).")
@@ -59,8 +60,7 @@ def _dumps(excerpt: str, copies: int, folder: str) -> dict[str, str]:
   multistream = os.path.join(folder, "enwiki-copies-pages-articles-multistream.xml.bz2")
   with open(multistream, "wb") as f:
     f.write(b"".join(streams))
-  with open(multistream.replace(corpus_sources.MULTISTREAM_SUFFIX,
-                                corpus_sources.INDEX_SUFFIX), "wb") as f:
+  with open(multistream.replace(sources.MULTISTREAM_SUFFIX, sources.INDEX_SUFFIX), "wb") as f:
     f.write(bz2.compress("".join(index).encode()))
   plain = os.path.join(folder, "enwiki-copies.xml.bz2")
   with open(plain, "wb") as f:
@@ -76,9 +76,6 @@ def _cpu_seconds() -> float:
 
 
 def main(unused_argv):
-  # Here, not at the top: the spawned workers import this module again, and corpus_pipeline
-  # brings TensorFlow (~6 CPU seconds a worker, which the job's own workers never pay).
-  from data_gen import corpus_pipeline  # pylint: disable=g-import-not-at-top
   excerpt = FLAGS.dump or data_root.path("wikipedia", "enwiki-table-markup.xml.bz2")
   if not excerpt:
     sys.exit(f"--dump: not given, and ${data_root.ENV} is unset")
@@ -89,7 +86,7 @@ def main(unused_argv):
       for workers in map(int, FLAGS.num_workers):
         out = os.path.join(folder, f"out-{form}-{workers}", "wiki.txt")
         before = _cpu_seconds()
-        stats = corpus_pipeline.prepare_corpus([dumps[form]], out, config, workers)
+        stats = pipeline.prepare_corpus([dumps[form]], out, config, workers)
         cpu = _cpu_seconds() - before  # (the job's own workers have ended: counted)
         print(json.dumps({
             "form": form, "num_workers": workers, "splitter": FLAGS.sentence_splitter,

@@ -1,5 +1,6 @@
-"""prepare_corpus's sentence splitters (data_gen/sentences.py) beside NLTK's Punkt: accuracy on
-pySBD's English Golden Rules and speed on real text, each splitter alternated in one run.
+"""prepare_corpus's sentence splitters (data_gen/corpus/sentences.py) beside NLTK's Punkt:
+accuracy on pySBD's English Golden Rules and speed on real text, each splitter alternated in one
+run.
 
 Kind: a run of our product (benchmarks/runs/) beside a peer (NLTK Punkt, in the venv
 --peer_python names: benchmarks/peers/punkt_peer.py, trained with PunktTrainer on the same text
@@ -42,7 +43,7 @@ from benchmarks import splitter_eval  # the Golden Rules, and the speed on parag
 
 # This script's folder holds a data_gen.py: put the repository's package first on the path.
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
-from data_gen import sentences  # pylint: disable=g-import-not-at-top
+from data_gen.corpus import sentences  # pylint: disable=g-import-not-at-top
 
 BOOKS = data_root.path("books")
 flags.DEFINE_string("golden_rules", splitter_eval.GOLDEN_RULES,
@@ -51,7 +52,8 @@ flags.DEFINE_list("text", [os.path.join(BOOKS, f) for f in sorted(os.listdir(BOO
                   if BOOKS and os.path.isdir(BOOKS) else None,
                   "Text files to time the splitters on (paragraphs at blank lines).")
 flags.DEFINE_list("splitters", list(sentences.NAMES) + ["punkt"],
-                  "Which to run: names of data_gen/sentences.py's registry, and punkt (the peer).")
+                  "Which to run: names of data_gen/corpus/sentences.py's registry, and punkt "
+                  "(the peer).")
 flags.DEFINE_integer("rounds", 3, "Timed runs per splitter, alternated.")
 flags.DEFINE_string("peer_python", os.environ.get(peer_python.ENV),
                     "A python with nltk, for punkt (default: $BERT_TF_PEER_PYTHON).")

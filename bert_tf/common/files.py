@@ -1,12 +1,47 @@
-"""A file written whole or not at all: under a temporary name beside it, renamed to its own
-name when complete, so a reader (or a rerun) never sees half of it. Any tf.io.gfile path
-(gs://, ram://)."""
+"""Files on any of tf.io.gfile's file systems (gs://, ram://) or local: a file written whole or
+not at all, under a temporary name beside it renamed to its own name when complete, so a reader
+(or a rerun) never sees half of it; the files an --input_file's globs name.
+
+A local path goes through the standard library, and TensorFlow (~5 CPU s to import) loads only
+for a path of another file system: prepare_corpus, which writes local files, never loads it.
+"""
 import contextlib
+import glob
 import os
+import shutil
 from typing import Iterator
 
 
-def _gfile():
+class _LocalFiles:
+  """The calls of tf.io.gfile used here, for a local path, by the standard library."""
+  exists = staticmethod(os.path.exists)
+  isdir = staticmethod(os.path.isdir)
+  remove = staticmethod(os.remove)
+  rmtree = staticmethod(shutil.rmtree)
+
+  @staticmethod
+  def makedirs(path: str) -> None:
+    os.makedirs(path, exist_ok=True)
+
+  @staticmethod
+  def rename(src: str, dst: str, overwrite: bool) -> None:
+    del overwrite  # os.replace replaces dst: what the one call here asks for
+    os.replace(src, dst)
+
+  @staticmethod
+  def GFile(path: str, mode: str):  # pylint: disable=invalid-name  (tf.io.gfile's name)
+    return open(path, mode, **({} if "b" in mode else {"encoding": "utf-8"}))
+
+  @staticmethod
+  def glob(pattern: str) -> list[str]:
+    return glob.glob(pattern, include_hidden=True)  # tf.io.gfile.glob matches dot files too
+
+
+def _gfile(path: str):
+  """tf.io.gfile for a path of its other file systems (scheme://...), the standard library's
+  equivalents for a local one."""
+  if "://" not in path:
+    return _LocalFiles
   import tensorflow as tf  # pylint: disable=g-import-not-at-top  (see bert_tf.common)
   return tf.io.gfile
 
@@ -16,7 +51,7 @@ def temporary_path(path: str, tag: str | None = None) -> Iterator[str]:
   """Yields `<path>.tmp-<tag>` (the process id by default) for the block to write (a file or a
   folder); renamed to `path` (replacing a file) when the block succeeds, removed when it fails.
   Creates the folder it is in."""
-  gfile = _gfile()
+  gfile = _gfile(path)
   if os.path.dirname(path):
     gfile.makedirs(os.path.dirname(path))
   tmp = f"{path}.tmp-{tag or os.getpid()}"
@@ -34,5 +69,27 @@ def temporary_path(path: str, tag: str | None = None) -> Iterator[str]:
 def write_text(path: str, text: str) -> None:
   """Writes `text` to `path` whole (see `temporary_path`)."""
   with temporary_path(path) as tmp:
-    with _gfile().GFile(tmp, "w") as f:
+    with _gfile(tmp).GFile(tmp, "w") as f:
       f.write(text)
+
+
+def list_files(input_patterns: str | list[str]) -> list[str]:
+  """Expands comma-separated globs (the original's `--input_file` syntax), sorted.
+
+  Raises FileNotFoundError naming the first pattern that matches nothing, and IsADirectoryError
+  naming a directory that a pattern matched (its files are not read: a glob says which).
+  """
+  if isinstance(input_patterns, str):
+    input_patterns = [p for p in input_patterns.split(",") if p.strip()]
+  files = []
+  for pattern in input_patterns:
+    gfile = _gfile(pattern.strip())
+    matched = gfile.glob(pattern.strip())
+    if not matched:
+      raise FileNotFoundError(f"no file matches {pattern!r}")
+    for path in matched:
+      if gfile.isdir(path):
+        raise IsADirectoryError(f"{path} is a directory; give its files, e.g. "
+                                f"'{path.rstrip('/')}/*'")
+    files.extend(matched)
+  return sorted(set(files))

@@ -2,7 +2,7 @@
 tf.data pipeline (as the Model Garden's text loader and RoBERTa do), from records that hold
 only the sentence pairs (`tfrecords.schema.unmasked_pretraining_features`).
 
-The rules are the offline masker's (`data_gen/masking.py`, google-research/bert's
+The rules are the offline masker's (`data_gen/pretraining_data/masking.py`, google-research/bert's
 `create_masked_lm_predictions`): of the n tokens that are not [CLS]/[SEP]/padding, a budget of
 min(max_predictions_per_seq, max(1, round(n * masked_lm_prob))) is filled by taking words in a
 random order, each one whose pieces still fit (with whole-word masking a word is a piece without

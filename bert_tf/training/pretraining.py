@@ -37,6 +37,7 @@ import tensorflow as tf
 import tf_keras
 
 from bert_tf.common import output_lock
+from bert_tf.common.files import list_files
 from bert_tf.modeling import checkpoints
 from bert_tf.modeling import encoder
 from bert_tf.modeling import pretrainer
@@ -366,7 +367,7 @@ def pretrain(args: PretrainArgs, strategy: tf.distribute.Strategy) -> dict:
                           args.gradient_accumulation_steps)
   _check_continue_flags(args)
   config = checkpoints.config_from_file(args.bert_config_file)
-  files = datasets.list_files(args.input_file)
+  files = list_files(args.input_file)
   # After the strategy: multi-worker setup must come first. Keras's seed too: it seeds the
   # dropout generators (`encoder.generator_dropout`).
   tf_keras.utils.set_random_seed(args.seed)

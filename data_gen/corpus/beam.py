@@ -1,11 +1,11 @@
 """prepare_corpus as an Apache Beam pipeline: the local path's shards, byte for byte.
 
 `prepare_corpus --runner=NAME [Beam pipeline options]` runs this instead of the local worker
-processes (`corpus_pipeline`). The steps:
+processes (`pipeline`). The steps:
 
-  Plan      per input file: its units (`corpus_sources.plan_units`: raw documents, or a
+  Plan      per input file: its units (`sources.plan_units`: raw documents, or a
             multistream dump's byte ranges), keyed by their order (file, unit).
-  Clean     per unit: `corpus_units.process_unit`, run in a one-process pool of the Beam worker
+  Clean     per unit: `units.process_unit`, run in a one-process pool of the Beam worker
             (the page time limit's SIGPROF needs a main thread, and Beam runs bundles on
             threads); the unit's documents to a scratch file, back to back, and a small entry
             per document (split, shard, size, counts, text hash).
@@ -13,7 +13,7 @@ processes (`corpus_pipeline`). The steps:
             copied from the scratch files; --dedup decided over all units in order, as the
             local path decides it. Written under temporary names, renamed by the driver once
             every one is complete.
-  Stats     one element: the totals (`corpus_pipeline.Totals`, the local path's), to the
+  Stats     one element: the totals (`pipeline.Totals`, the local path's), to the
             scratch directory; the driver adds the timing and writes the stats file.
 
 Deterministic: a document's shard and split depend on its identity, its place on its unit's
@@ -35,14 +35,13 @@ from apache_beam.options import pipeline_options as options_lib
 import numpy as np
 
 from bert_tf.common.errors import DataError
-from data_gen import beam_options
-from data_gen import beam_pipeline
-from data_gen import corpus_pipeline
-from data_gen import corpus_sources
-from data_gen import corpus_units
-from data_gen import instances
-from data_gen import pipeline
-from data_gen.corpus_config import CorpusConfig
+from data_gen.corpus import pipeline
+from data_gen.corpus import sources
+from data_gen.corpus import units as units_lib
+from data_gen.corpus.config import CorpusConfig
+from data_gen.jobs import beam_options
+from data_gen.jobs import outputs as outputs_lib
+from data_gen.jobs import workers
 
 
 @dataclasses.dataclass
@@ -65,8 +64,8 @@ def _plan(file: tuple[int, str, str], unit_chars: int):
   """Plan: one input file's units."""
   file_index, path, kind = file
   try:
-    yield from corpus_sources.plan_units(file_index, path, kind, unit_chars)
-  except DataError as e:  # as a ValueError: the form `beam_pipeline.user_error` finds
+    yield from sources.plan_units(file_index, path, kind, unit_chars)
+  except DataError as e:  # as a ValueError: the form `beam_options.user_error` finds
     raise ValueError(str(e)) from None
 
 
@@ -79,13 +78,13 @@ class _Clean(beam.DoFn):
 
   def setup(self):
     # Started from a thread of our own that lives until teardown: the kernel ends a worker
-    # when the thread that started it exits (`instances.start_workers`), and Beam's bundle
+    # when the thread that started it exits (`workers.start_workers`), and Beam's bundle
     # threads come and go.
     started, self.done, self.pool = threading.Event(), threading.Event(), None
 
     def hold():
       try:
-        self.pool = instances.start_workers(1)
+        self.pool = workers.start_workers(1)
       finally:
         started.set()
       self.done.wait()
@@ -99,10 +98,10 @@ class _Clean(beam.DoFn):
       self.pool.shutdown(wait=True, cancel_futures=True)
     self.done.set()
 
-  def process(self, unit: corpus_sources.Unit):
+  def process(self, unit: sources.Unit):
     try:
-      result = self.pool.submit(corpus_units.process_unit, unit, self.config).result()
-    except DataError as e:  # as a ValueError: the form `beam_pipeline.user_error` finds
+      result = self.pool.submit(units_lib.process_unit, unit, self.config).result()
+    except DataError as e:  # as a ValueError: the form `beam_options.user_error` finds
       raise ValueError(str(e)) from None
     path = None
     if result.documents:
@@ -155,14 +154,14 @@ def _write_stats(unused_element, units: list[UnitFile], shards: list[tuple[str, 
                  input_files: list[str], kinds: dict[str, str], config: CorpusConfig,
                  outputs: list[str], path: str) -> None:
   """Stats: the local path's totals, to `path`."""
-  totals = corpus_pipeline.Totals(config.dedup)
+  totals = pipeline.Totals(config.dedup)
   for unit in sorted(units, key=lambda u: u.order):
     totals.add_unit(unit.counts, unit.source_bytes, unit.warnings)
     for entry, digest in zip(unit.entries.tolist(), unit.digests):
       if totals.keep(digest):
         totals.add_document(entry[0], entry[2], entry[3], entry[4])
   if not sum(totals.documents):
-    raise corpus_pipeline.empty_corpus(input_files, totals.counts)
+    raise pipeline.empty_corpus(input_files, totals.counts)
   counts = dict(shards)
   stats = totals.stats(input_files, kinds, config, {p: counts[p] for p in outputs})
   with open(path, "w", encoding="utf-8") as f:
@@ -173,26 +172,26 @@ def prepare_corpus(input_files: list[str],
                    output_file: str,
                    config: CorpusConfig,
                    options: options_lib.PipelineOptions,
-                   unit_chars: int = corpus_sources.UNIT_CHARS) -> dict:
-  """`corpus_pipeline.prepare_corpus`'s shards, stats file and result, from a Beam pipeline.
+                   unit_chars: int = sources.UNIT_CHARS) -> dict:
+  """`pipeline.prepare_corpus`'s shards, stats file and result, from a Beam pipeline.
 
   Args:
-    input_files, output_file, config, unit_chars: as `corpus_pipeline.prepare_corpus`.
+    input_files, output_file, config, unit_chars: as `pipeline.prepare_corpus`.
     options: the Beam pipeline options, from `beam_options.pipeline_options`.
 
   Returns:
-    The stats, also written as JSON to `pipeline.stats_path(output_file)`, with the runner.
+    The stats, also written as JSON to `jobs.outputs.stats_path(output_file)`, with the runner.
 
   Raises:
     ValueError: an input not what its source kind reads, or no document left, naming it.
   """
-  input_files = corpus_sources.without_indexes(list(input_files))
-  kinds = corpus_pipeline.source_kinds(input_files, config.source)
-  train, holdout = corpus_pipeline.output_paths(output_file, config)
+  input_files = sources.without_indexes(list(input_files))
+  kinds = pipeline.source_kinds(input_files, config.source)
+  train, holdout = pipeline.output_paths(output_file, config)
   outputs = train + holdout
-  corpus_pipeline.check_outputs(input_files, outputs)
+  pipeline.check_outputs(input_files, outputs)
   job = f"beam-{uuid.uuid4().hex[:12]}"
-  scratch, suffix = pipeline.scratch_dir(outputs[0], job), f".tmp-{job}"
+  scratch, suffix = outputs_lib.scratch_dir(outputs[0], job), f".tmp-{job}"
   os.makedirs(scratch)
   start = time.monotonic()
   try:
@@ -204,8 +203,8 @@ def prepare_corpus(input_files: list[str],
                | "Plan" >> beam.FlatMap(_plan, unit_chars)
                | "Spread" >> beam.Reshuffle()
                | "Clean" >> beam.ParDo(_Clean(config, scratch)))
-      targets = [(corpus_units.TRAIN, s) for s in range(len(train))] + \
-                [(corpus_units.HOLDOUT, s) for s in range(len(holdout))]
+      targets = [(units_lib.TRAIN, s) for s in range(len(train))] + \
+                [(units_lib.HOLDOUT, s) for s in range(len(holdout))]
       shards = (p | "Outputs" >> beam.Create(targets)
                 | "Shards" >> beam.Map(_write_shard, [train, holdout], side(units),
                                        config.dedup, suffix))
@@ -214,7 +213,7 @@ def prepare_corpus(input_files: list[str],
                                  config, outputs, os.path.join(scratch, "stats.json")))
       p.run().wait_until_finish()
     except Exception as e:  # pylint: disable=broad-except  (re-raised unless a user's error)
-      found = beam_pipeline.user_error(e)
+      found = beam_options.user_error(e)
       if found is None:
         raise
       raise found from None
@@ -227,8 +226,8 @@ def prepare_corpus(input_files: list[str],
       if os.path.exists(path + suffix):
         os.remove(path + suffix)
     shutil.rmtree(scratch, ignore_errors=True)
-  stats = {**corpus_pipeline.with_timing(stats, time.monotonic() - start,
-                                         beam_options.num_workers(options)),
+  stats = {**pipeline.with_timing(stats, time.monotonic() - start,
+                                  beam_options.num_workers(options)),
            "runner": beam_options.runner(options)}
-  pipeline.write_json(pipeline.stats_path(output_file), stats)
+  outputs_lib.write_json(outputs_lib.stats_path(output_file), stats)
   return stats

@@ -13,28 +13,27 @@ the main process deals them round-robin to the shards in chunk order, so the sam
 and shard count give byte-identical shards whatever the number of workers. Every shard is
 written under a temporary name and renamed once complete; a re-run after a crash removes what
 a killed run left behind and rewrites everything, identically. The workers' record files go
-to a hidden scratch directory beside the first shard (`scratch_dir`), on the output's disk.
+to a hidden scratch directory beside the first shard (`outputs.scratch_dir`), on the output's
+disk.
 """
 import collections
 import concurrent.futures
 import contextlib
 import dataclasses
-import glob
-import json
 import os
-import re
 import shutil
 import sys
 import time
 
 import tensorflow as tf
 
-from bert_tf.common import files
 from bert_tf.common import progress
-from data_gen import documents as documents_lib
-from data_gen import instances as instances_lib
-from data_gen.config import PretrainingDataConfig
-from data_gen.masking import VocabInfo
+from data_gen.jobs import outputs
+from data_gen.jobs import workers as workers_lib
+from data_gen.pretraining_data import documents as documents_lib
+from data_gen.pretraining_data import instances as instances_lib
+from data_gen.pretraining_data.config import PretrainingDataConfig
+from data_gen.pretraining_data.masking import VocabInfo
 from tfrecords import writer as writer_lib
 
 
@@ -56,63 +55,6 @@ class JobStats:
     self.instance_tokens += chunk.instance_tokens
     self.masked_tokens += chunk.masked_tokens
     self.random_next += chunk.random_next
-
-
-def shard_paths(output_files: list[str], num_output_shards: int | None) -> list[str]:
-  """The files to write: `output_files` as given (the original's round-robin over them), or
-  with num_output_shards > 1 and one output file, `<file>-00000-of-0000N` and so on."""
-  if num_output_shards is None or num_output_shards == len(output_files):
-    return list(output_files)
-  if num_output_shards < 1:
-    raise ValueError(f"--num_output_shards={num_output_shards}: must be >= 1")
-  if len(output_files) != 1:
-    raise ValueError(f"--num_output_shards={num_output_shards} with {len(output_files)} "
-                     "--output_file names: give one name, or as many as shards")
-  return [f"{output_files[0]}-{i:05d}-of-{num_output_shards:05d}"
-          for i in range(num_output_shards)]
-
-
-def stats_path(output_file: str) -> str:
-  """Where the stats of a run whose first --output_file is `output_file` go:
-  out/pretrain.tfrecord -> out/pretrain.stats.json (outside a `*.tfrecord*` glob)."""
-  return os.path.splitext(output_file)[0] + ".stats.json"
-
-
-SHARD_SUFFIX = re.compile(r"-\d{5}-of-\d{5}$")
-
-
-def check_no_other_shards(output_files: list[str]) -> None:
-  """Refuses to write beside shards of another set (a run with another --num_output_shards):
-  the `<file>*` glob that reads the new set would read the old one too. Refused rather than
-  deleted: they may be the only copy of a long run's output."""
-  new = set(output_files)
-  for base in sorted({SHARD_SUFFIX.sub("", p) for p in output_files}):
-    others = sorted(p for p in glob.glob(glob.escape(base) + "-[0-9]*-of-[0-9]*")
-                    if SHARD_SUFFIX.search(p) and p not in new)
-    if os.path.exists(base) and base not in new:
-      others.insert(0, base)
-    if others:
-      more = f" (and {len(others) - 1} more)" if len(others) > 1 else ""
-      raise ValueError(f"{others[0]}{more}: output of another run with other shards is "
-                       f"there, and a {base}* glob would read it with the new shards; "
-                       "remove it or choose another --output_file")
-
-
-def scratch_dir(output_file: str, pid: str) -> str:
-  """The scratch directory of process `pid` (or a Beam job, `beam-<id>`) writing
-  `output_file`: hidden beside it (out of an `output_file*` glob), so that a re-run for the
-  same output finds one a killed run left."""
-  head, tail = os.path.split(output_file)
-  return os.path.join(head, f".{tail}.tmp-{pid}")
-
-
-def remove_leftovers(paths: list[str]) -> None:
-  """Deletes the temporary files and the scratch directory a killed run left beside `paths`."""
-  for path in paths:
-    for leftover in glob.glob(glob.escape(path) + ".tmp-*"):
-      os.remove(leftover)
-  for scratch in glob.glob(scratch_dir(glob.escape(paths[0]), "*")):
-    shutil.rmtree(scratch)
 
 
 def _chunk_result(future: concurrent.futures.Future, scratch: str) -> instances_lib.ChunkRecords:
@@ -146,11 +88,6 @@ class _Progress:
             file=sys.stderr, flush=True)
 
 
-def write_json(path: str, value: dict) -> None:
-  """`value` to `path` (local or gs://...) as indented JSON, whole or not at all."""
-  files.write_text(path, json.dumps(value, indent=2) + "\n")
-
-
 def create_pretraining_data(input_files: list[str],
                             output_files: list[str],
                             tokenizer,
@@ -162,19 +99,19 @@ def create_pretraining_data(input_files: list[str],
   """Writes the pretraining records of `input_files` round-robin to `output_files`.
 
   Args:
-    input_files: text files (see `data_gen.documents`), in order.
-    output_files: the shards, all written (see `shard_paths`).
+    input_files: text files (see `documents`), in order.
+    output_files: the shards, all written (see `outputs.shard_paths`).
     tokenizer: a `bert_tf.tokenization.FullTokenizer`.
     config: the job's settings.
     num_workers: worker processes.
     chunk_chars: the chunk size; part of what the output depends on (like the seed).
     progress_seconds: how often a progress line goes to stderr.
-    workers: the `num_workers` workers, already started (`instances.start_workers`:
+    workers: the `num_workers` workers, already started (`jobs.workers.start_workers`:
       create_pretraining_data starts them before it loads TensorFlow); default: started here.
       Shut down as the job ends.
 
   Returns:
-    The stats, also written as JSON to `stats_path(output_files[0])`.
+    The stats, also written as JSON to `outputs.stats_path(output_files[0])`.
 
   Raises:
     ValueError: the corpus holds no document, or an output file is not local.
@@ -185,21 +122,21 @@ def create_pretraining_data(input_files: list[str],
   if remote:
     raise ValueError(f"{remote[0]}: create_pretraining_data writes local files only; write "
                      "them locally, then copy them (gsutil -m cp, say)")
-  check_no_other_shards(output_files)
+  outputs.check_no_other_shards(output_files)
   vocab = VocabInfo.from_tokenizer(tokenizer)
   read_stats, stats = documents_lib.ReadStats(), JobStats()
   status = _Progress(progress_seconds, input_files)
-  remove_leftovers(output_files)
+  outputs.remove_leftovers(output_files)
 
   with contextlib.ExitStack() as stack:
     # The workers' record files (see `instances.ChunkRecords`); removed, whatever is left in
     # it, however the job ends, after the workers have stopped. (Left by a kill -9, it goes
     # with the next run's remove_leftovers; a failure to remove it must not hide the error
     # that ends the job.)
-    spill_dir = scratch_dir(output_files[0], str(os.getpid()))
+    spill_dir = outputs.scratch_dir(output_files[0], str(os.getpid()))
     os.makedirs(spill_dir)
     stack.callback(shutil.rmtree, spill_dir, ignore_errors=True)
-    pool = workers or instances_lib.start_workers(num_workers)
+    pool = workers or workers_lib.start_workers(num_workers)
     # Closed last, and on an error without running the chunks still queued.
     stack.callback(pool.shutdown, wait=True, cancel_futures=True)
     shards = [stack.enter_context(writer_lib.AtomicRecordWriter(p)) for p in output_files]
@@ -242,7 +179,7 @@ def create_pretraining_data(input_files: list[str],
       "input_files": list(input_files),
       "output_files": {s.path: s.count for s in shards},
   }
-  write_json(stats_path(output_files[0]), result)
+  outputs.write_json(outputs.stats_path(output_files[0]), result)
   return result
 
 

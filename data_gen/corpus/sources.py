@@ -28,7 +28,7 @@ import xml.etree.ElementTree as ET
 import zlib
 
 from bert_tf.common.errors import DataError
-from data_gen import gutenberg
+from data_gen.corpus import gutenberg
 
 # ~1 MB of raw text a unit: big enough to amortize handing it to a worker, small enough that
 # a few per worker in flight cost little memory.

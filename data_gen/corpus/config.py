@@ -2,7 +2,7 @@
 import dataclasses
 
 from bert_tf.common import json_config
-from data_gen import sentences
+from data_gen.corpus import sentences
 
 SOURCES = ("auto", "wikipedia", "wikiextractor", "books", "paragraphs")
 
@@ -11,8 +11,8 @@ SOURCES = ("auto", "wikipedia", "wikiextractor", "books", "paragraphs")
 class CorpusConfig(json_config.JsonConfig):
   """What `prepare_corpus` makes of its sources; field names are the flags'.
 
-  source:             the input's kind, or "auto": detected per file (`corpus_sources.detect`).
-  sentence_splitter:  a name of `data_gen.sentences`' registry.
+  source:             the input's kind, or "auto": detected per file (`sources.detect`).
+  sentence_splitter:  a name of `sentences`' registry.
   num_output_shards:  the training shards (None: the --output_file itself, one file).
   holdout_fraction:   the share of documents (by a hash of their identity) held out for
                       evaluation, written to `num_holdout_shards` shards of their own.

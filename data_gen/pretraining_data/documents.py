@@ -9,7 +9,7 @@ Memory stays bounded whatever the corpus size: documents are grouped into chunks
 `chunk_chars` characters, and a document longer than that (a corpus without blank lines, say)
 is cut into pieces of that size, each then a document of its own.
 
-The Beam pipeline (`data_gen.beam_pipeline`) splits the same work in two: `document_extents`
+The Beam pipeline (`beam`) splits the same work in two: `document_extents`
 scans a file for its documents' byte extents, `extent_documents` reads a chunk's back.
 """
 import dataclasses
@@ -21,7 +21,7 @@ import zlib
 import numpy as np
 import tensorflow as tf
 
-from data_gen.instances import TokenizedChunk
+from data_gen.pretraining_data.instances import TokenizedChunk
 
 # ~1 MB of text: ~250k wordpieces, ~2000 sequences of 128 per pass; a few hundred documents of
 # the usual size to draw "random next" sentences from.

@@ -11,7 +11,7 @@ import sys
 
 from absl import flags
 
-from data_gen import instances
+from data_gen.jobs import workers
 
 
 @dataclasses.dataclass
@@ -53,10 +53,10 @@ def start(program: str, runner: str | None, num_workers: int | None,
   if num_workers is None:
     num_workers = len(os.sched_getaffinity(0))
   if not runner:
-    return Launch(options=None, workers=instances.start_workers(num_workers),
+    return Launch(options=None, workers=workers.start_workers(num_workers),
                   num_workers=num_workers)
   try:
-    from data_gen import beam_options  # pylint: disable=g-import-not-at-top  (an extra)
+    from data_gen.jobs import beam_options  # pylint: disable=g-import-not-at-top  (an extra)
   except ImportError as e:
     raise ValueError(f"--runner needs Apache Beam: pip install -e '.[beam]' ({e})") from None
   return Launch(options=beam_options.pipeline_options([f"--runner={runner}", *beam_args],

@@ -12,7 +12,7 @@ A Wikipedia page's parse runs under a timer of the process's CPU time (SIGPROF,
 `page_time_limit`): mwparserfromhell's C tokenizer checks for signals, so a pathological page is
 interrupted, skipped and counted. CPU time, not wall time, so that which pages are skipped does
 not depend on the machine's load. The timer needs the process's main thread, where the local
-job's workers (and the Beam job's, see `corpus_beam`) run units.
+job's workers (and the Beam job's, see `beam`) run units.
 
 No TensorFlow: this runs in the workers.
 """
@@ -24,11 +24,11 @@ import re
 import signal
 import threading
 
-from data_gen import corpus_sources
-from data_gen import gutenberg
-from data_gen import sentences as sentences_lib
-from data_gen import wikitext
-from data_gen.corpus_config import CorpusConfig
+from data_gen.corpus import gutenberg
+from data_gen.corpus import sentences as sentences_lib
+from data_gen.corpus import sources
+from data_gen.corpus import wikitext
+from data_gen.corpus.config import CorpusConfig
 
 TRAIN, HOLDOUT = 0, 1
 # A WikiExtractor heading line: a section title, to which WikiExtractor adds a full stop: a
@@ -106,7 +106,7 @@ def _splitter(name: str) -> sentences_lib.Splitter:
   return _splitters[name]
 
 
-def _wikipedia_paragraphs(page: corpus_sources.RawPage, config: CorpusConfig,
+def _wikipedia_paragraphs(page: sources.RawPage, config: CorpusConfig,
                           counts: collections.Counter) -> list[str] | None:
   """The page's passages, or None (counted) when it is not an article or takes too long."""
   if page.ns != 0:
@@ -135,20 +135,20 @@ def _extractor_paragraphs(lines: list[str]) -> list[str]:
           and not EXTRACTOR_PLACEHOLDER.search(p)]
 
 
-def _raw_documents(unit: corpus_sources.Unit, config: CorpusConfig, result: UnitResult):
+def _raw_documents(unit: sources.Unit, config: CorpusConfig, result: UnitResult):
   """(identity, paragraphs or None) for each raw document of the unit."""
   counts = result.counts
   if unit.kind == "wikipedia":
     pages = unit.items
     if unit.stream_range is not None:
-      pages, result.source_bytes = corpus_sources.read_streams(unit.path, unit.stream_range)
+      pages, result.source_bytes = sources.read_streams(unit.path, unit.stream_range)
     for page in pages:
       yield f"wikipedia:{page.page_id}", _wikipedia_paragraphs(page, config, counts)
   elif unit.kind == "wikiextractor":
     for doc_id, lines in unit.items:
       yield f"wikipedia:{doc_id}", _extractor_paragraphs(lines)
   elif unit.kind == "books":
-    lines = [line for _, line in corpus_sources.text_lines(unit.path)]
+    lines = [line for _, line in sources.text_lines(unit.path)]
     result.source_bytes = sum(len(line.encode("utf-8")) + 1 for line in lines)
     body, found = gutenberg.strip_licence(lines)
     if not found:
@@ -161,7 +161,7 @@ def _raw_documents(unit: corpus_sources.Unit, config: CorpusConfig, result: Unit
       yield f"paragraphs:{os.path.basename(unit.path)}:{doc_index}", lines
 
 
-def process_unit(unit: corpus_sources.Unit, config: CorpusConfig) -> UnitResult:
+def process_unit(unit: sources.Unit, config: CorpusConfig) -> UnitResult:
   """The unit's documents, in input order, as they go to the output (see the module doc)."""
   split = _splitter(config.sentence_splitter)
   result = UnitResult(documents=[], counts=collections.Counter(),

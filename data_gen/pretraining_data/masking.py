@@ -14,7 +14,7 @@ import dataclasses
 
 import numpy as np
 
-from data_gen.config import PretrainingDataConfig
+from data_gen.pretraining_data.config import PretrainingDataConfig
 
 
 @dataclasses.dataclass(frozen=True)

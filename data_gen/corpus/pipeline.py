@@ -1,15 +1,15 @@
 """prepare_corpus on this machine's cores: sources -> units -> worker processes -> text shards.
 
-The main process reads the inputs into units (`corpus_sources`: raw pages, documents, or the
+The main process reads the inputs into units (`sources`: raw pages, documents, or the
 byte ranges of a multistream dump the workers read themselves), the spawned workers clean and
-split them (`corpus_units`, no TensorFlow), and the main process writes each unit's documents,
+split them (`units`, no TensorFlow), and the main process writes each unit's documents,
 in input order, to the shard and split each one's identity hash chose. At most two units per
 worker are in flight, so memory stays flat whatever the dump's size (with --dedup, plus a
 16-byte hash per document kept).
 
 Deterministic: a document's shard and split depend on its identity alone and the order within
 a shard is the input order, so the shards are byte-identical whatever --num_workers (and on
-Beam: `corpus_beam`). With --dedup, a document whose exact text came earlier in input order is
+Beam: `beam`). With --dedup, a document whose exact text came earlier in input order is
 dropped. Every shard is written under a temporary name and renamed when the job is complete;
 a failed job leaves none.
 """
@@ -23,11 +23,11 @@ import time
 from bert_tf.common import files as files_lib
 from bert_tf.common import progress
 from bert_tf.common.errors import DataError
-from data_gen import corpus_sources
-from data_gen import corpus_units
-from data_gen import instances
-from data_gen import pipeline
-from data_gen.corpus_config import CorpusConfig
+from data_gen.corpus import sources
+from data_gen.corpus import units
+from data_gen.corpus.config import CorpusConfig
+from data_gen.jobs import outputs as outputs_lib
+from data_gen.jobs import workers as workers_lib
 
 
 def holdout_prefix(output_file: str) -> str:
@@ -39,15 +39,16 @@ def holdout_prefix(output_file: str) -> str:
 
 def output_paths(output_file: str, config: CorpusConfig) -> tuple[list[str], list[str]]:
   """The training shards and the held-out ones (none without --holdout_fraction)."""
-  train = pipeline.shard_paths([output_file], config.num_output_shards)
+  train = outputs_lib.shard_paths([output_file], config.num_output_shards)
   if not config.holdout_fraction:
     return train, []
-  return train, pipeline.shard_paths([holdout_prefix(output_file)], config.num_holdout_shards)
+  return train, outputs_lib.shard_paths([holdout_prefix(output_file)],
+                                        config.num_holdout_shards)
 
 
 def source_kinds(input_files: list[str], source: str) -> dict[str, str]:
   """Each input's source kind: `source`, or detected (source "auto")."""
-  return {path: corpus_sources.detect(path) if source == "auto" else source
+  return {path: sources.detect(path) if source == "auto" else source
           for path in input_files}
 
 
@@ -94,8 +95,8 @@ class Totals:
     return {
         "documents_in": self.counts["documents_in"],
         "documents_out": sum(self.documents),
-        "train_documents": self.documents[corpus_units.TRAIN],
-        "holdout_documents": self.documents[corpus_units.HOLDOUT],
+        "train_documents": self.documents[units.TRAIN],
+        "holdout_documents": self.documents[units.HOLDOUT],
         "skipped": skipped,
         "books_without_markers": self.counts["books_without_markers"],
         "sentences": self.sentences,
@@ -118,8 +119,8 @@ def check_outputs(input_files: list[str], outputs: list[str]) -> None:
                      "locally, then copy them (gsutil -m cp, say)")
   if not input_files:
     raise ValueError("no input file")
-  pipeline.check_no_other_shards(outputs)
-  pipeline.remove_leftovers(outputs)
+  outputs_lib.check_no_other_shards(outputs)
+  outputs_lib.remove_leftovers(outputs)
 
 
 def with_timing(stats: dict, seconds: float, num_workers: int | None) -> dict:
@@ -140,7 +141,7 @@ def prepare_corpus(input_files: list[str],
                    config: CorpusConfig,
                    num_workers: int,
                    workers=None,
-                   unit_chars: int = corpus_sources.UNIT_CHARS,
+                   unit_chars: int = sources.UNIT_CHARS,
                    progress_seconds: float = progress.INTERVAL) -> dict:
   """Writes the documents of `input_files` as create_pretraining_data's input.
 
@@ -149,20 +150,20 @@ def prepare_corpus(input_files: list[str],
     output_file: the prefix the shards are named from (`output_paths`).
     config: the job's settings.
     num_workers: worker processes.
-    workers: a pool of worker processes (`instances.start_workers`) the caller started and
+    workers: a pool of worker processes (`jobs.workers.start_workers`) the caller started and
       shuts down (prepare_corpus starts them before anything else); default: `num_workers`
       started here and shut down as the job ends.
     unit_chars: a unit's size; the output does not depend on it.
     progress_seconds: how often a progress line goes to stderr.
 
   Returns:
-    The stats, also written as JSON to `pipeline.stats_path(output_file)`.
+    The stats, also written as JSON to `jobs.outputs.stats_path(output_file)`.
 
   Raises:
     DataError: an input is not what its source kind reads (naming the file, and the line or
       page), or no document is left to write.
   """
-  input_files = corpus_sources.without_indexes(list(input_files))
+  input_files = sources.without_indexes(list(input_files))
   kinds = source_kinds(input_files, config.source)
   train, holdout = output_paths(output_file, config)
   check_outputs(input_files, train + holdout)
@@ -172,7 +173,7 @@ def prepare_corpus(input_files: list[str],
   with contextlib.ExitStack() as stack:
     pool = workers
     if pool is None:
-      pool = instances.start_workers(num_workers)
+      pool = workers_lib.start_workers(num_workers)
       stack.callback(pool.shutdown, wait=True, cancel_futures=True)  # last, and on an error
     shards = [[stack.enter_context(open(stack.enter_context(files_lib.temporary_path(p)), "wb"))
                for p in paths] for paths in (train, holdout)]
@@ -194,8 +195,8 @@ def prepare_corpus(input_files: list[str],
 
     in_flight = collections.deque()
     for file_index, path in enumerate(input_files):
-      for unit in corpus_sources.plan_units(file_index, path, kinds[path], unit_chars):
-        in_flight.append(pool.submit(corpus_units.process_unit, unit, config))
+      for unit in sources.plan_units(file_index, path, kinds[path], unit_chars):
+        in_flight.append(pool.submit(units.process_unit, unit, config))
         if len(in_flight) >= 2 * num_workers:
           write(in_flight.popleft())
     while in_flight:
@@ -205,7 +206,7 @@ def prepare_corpus(input_files: list[str],
   counts = dict(zip(train + holdout, written[0] + written[1]))
   stats = with_timing(totals.stats(input_files, kinds, config, counts),
                       time.monotonic() - start, num_workers)
-  pipeline.write_json(pipeline.stats_path(output_file), stats)
+  outputs_lib.write_json(outputs_lib.stats_path(output_file), stats)
   return stats
 
 

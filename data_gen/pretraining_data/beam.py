@@ -1,7 +1,7 @@
 """create_pretraining_data as an Apache Beam pipeline: the local path's shards, byte for byte.
 
 `create_pretraining_data --runner=NAME [Beam pipeline options]` runs this instead of the local
-worker processes (`data_gen.pipeline`). The steps (each a parallel map unless said otherwise):
+worker processes (`pipeline`). The steps (each a parallel map unless said otherwise):
 
   Scan      per input file: its documents' byte extents and characters
             (`documents.document_extents`) and read stats; a .gz file's text is copied to the
@@ -38,7 +38,6 @@ import itertools
 import json
 import logging
 import os
-import re
 import resource
 import shutil
 import struct
@@ -55,12 +54,13 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf.tokenization import FullTokenizer
-from data_gen import beam_options
-from data_gen import documents as documents_lib
-from data_gen import instances as instances_lib
-from data_gen import pipeline
-from data_gen.config import PretrainingDataConfig
-from data_gen.masking import VocabInfo
+from data_gen.jobs import beam_options
+from data_gen.jobs import outputs
+from data_gen.pretraining_data import documents as documents_lib
+from data_gen.pretraining_data import instances as instances_lib
+from data_gen.pretraining_data import pipeline
+from data_gen.pretraining_data.config import PretrainingDataConfig
+from data_gen.pretraining_data.masking import VocabInfo
 
 # Beam's metrics namespace: counters documents, instances, masked_tokens, ... (JobStats's
 # names), files and lines, and the distribution worker_peak_rss_bytes.
@@ -260,8 +260,8 @@ def _write_stats(unused_element, read_stats: list[tuple[int, documents_lib.ReadS
     read.invalid_utf8_examples += stats.invalid_utf8_examples
   del read.invalid_utf8_examples[documents_lib.MAX_REPORTED_LINES:]
   counts = dict(shards)
-  pipeline.write_json(path, {**dataclasses.asdict(totals), **dataclasses.asdict(read),
-                             "output_files": {p: counts[p] for p in output_files}})
+  outputs.write_json(path, {**dataclasses.asdict(totals), **dataclasses.asdict(read),
+                            "output_files": {p: counts[p] for p in output_files}})
 
 
 # ------------------------------------------------------------------ the job
@@ -284,28 +284,6 @@ def _build(p: beam.Pipeline, input_files: list[str], output_files: list[str], to
   _ = (p | "Job" >> beam.Create([None])
        | "Stats" >> beam.Map(_write_stats, side(read_stats), side(chunks), side(shards),
                              f"{scratch}/stats.json", output_files))
-
-
-# The last line of a worker's traceback that names a user's error (what the local path reports
-# in one line), and the step Beam appends to it.
-_USER_ERROR = re.compile(
-    r"^(?:[\w.]+\.)?(?:ValueError|OSError|FileNotFoundError|IsADirectoryError|"
-    r"NotADirectoryError|PermissionError|NotFoundError|PermissionDeniedError|DataLossError): "
-    r"(.*?)(?: \[while running '[^']*'\])?$", re.MULTILINE)
-
-
-_STEP = re.compile(r" \[while running '[^']*'\]$")
-
-
-def user_error(error: Exception) -> ValueError | None:
-  """The user's error (a file not text, the corpus empty, a disk full, the runner's options or
-  extra missing...) in the error a failed pipeline raises: itself, on one line, without the
-  step Beam appends, when it was raised in this process; else found in a worker's traceback
-  (text); None for anything else (a bug)."""
-  if isinstance(error, (ValueError, OSError, ImportError, tf.errors.OpError)):
-    return ValueError(re.sub(r"\s*\n\s*", " ", _STEP.sub("", str(error)).strip()))
-  found = _USER_ERROR.findall(str(error))
-  return ValueError(found[-1]) if found else None
 
 
 def _counters(result) -> dict:
@@ -334,19 +312,19 @@ def create_pretraining_data(input_files: list[str],
     options: the Beam pipeline options, from `beam_options.pipeline_options`.
 
   Returns:
-    The stats, also written as JSON to `pipeline.stats_path(output_files[0])`, with the runner,
+    The stats, also written as JSON to `outputs.stats_path(output_files[0])`, with the runner,
     Beam's counters and the workers' peak memory.
 
   Raises:
     ValueError: the corpus empty or not text, naming it.
   """
   if all("://" not in p for p in output_files):
-    pipeline.check_no_other_shards(output_files)
-    pipeline.remove_leftovers(output_files)
+    outputs.check_no_other_shards(output_files)
+    outputs.remove_leftovers(output_files)
   # The scratch directory and the shards' temporary names: leftovers of a killed job go with
   # the next job's remove_leftovers, as the local path's.
   job = f"beam-{uuid.uuid4().hex[:12]}"
-  scratch, suffix = pipeline.scratch_dir(output_files[0], job), f".tmp-{job}"
+  scratch, suffix = outputs.scratch_dir(output_files[0], job), f".tmp-{job}"
   tf.io.gfile.makedirs(scratch)
   start = time.monotonic()
   try:
@@ -356,7 +334,7 @@ def create_pretraining_data(input_files: list[str],
       result = p.run()
       result.wait_until_finish()
     except Exception as e:  # pylint: disable=broad-except  (re-raised unless a user's error)
-      found = user_error(e)
+      found = beam_options.user_error(e)
       if found is None:
         raise
       raise found from None
@@ -379,6 +357,6 @@ def create_pretraining_data(input_files: list[str],
            "runner": beam_options.runner(options), **_counters(result),
            "chunk_chars": chunk_chars, "config": config.to_dict(),
            "input_files": list(input_files)}
-  pipeline.write_json(pipeline.stats_path(output_files[0]), stats)
+  outputs.write_json(outputs.stats_path(output_files[0]), stats)
   logging.info("create_pretraining_data: Beam counters %s", stats["counters"])
   return stats

@@ -8,23 +8,20 @@ document (50%, the unused sentences put back); the pair truncated one token at a
 front or back of the longer; `[CLS] A [SEP] B [SEP]`; then masked (see `masking`).
 
 The one deliberate departure: the "random document" is drawn from the same chunk (a window of
-consecutive documents, see `data_gen.documents`), not from the whole corpus, and the chunk's
+consecutive documents, see `documents`), not from the whole corpus, and the chunk's
 instances are shuffled among themselves, so memory stays bounded whatever the corpus size.
 
 Numpy only: this runs in the data generator's worker processes, which never import TensorFlow.
 """
-import concurrent.futures
 import dataclasses
-import multiprocessing
 import os
 import random
 from typing import Iterator
 
 import numpy as np
 
-from data_gen import parent_death
-from data_gen import masking
-from data_gen.config import PretrainingDataConfig
+from data_gen.pretraining_data import masking
+from data_gen.pretraining_data.config import PretrainingDataConfig
 from tfrecords import example_encoder
 
 
@@ -265,24 +262,3 @@ def chunk_records(chunk: TokenizedChunk, chunk_index: int, config: PretrainingDa
   shuffle = np.random.default_rng(np.random.SeedSequence([config.random_seed, chunk_index]))
   return ChunkRecords(path=path, lengths=np.array(lengths, np.int64),
                       order=shuffle.permutation(len(lengths)), **stats)
-
-
-def start_workers(num_workers: int) -> concurrent.futures.ProcessPoolExecutor:
-  """The data generator's worker processes (for `chunk_records`), all started now.
-
-  Spawned (TensorFlow is not fork-safe), each loads Python, numpy and this module (~0.4 s):
-  a caller that starts them before importing TensorFlow has them ready when its tokenizer is
-  (create_pretraining_data does). Here, not in `pipeline`, which imports TensorFlow. Each
-  dies with the caller (`parent_death`: the kernel's signal on Linux), so call this from the
-  main thread: the kernel signals when the thread that started a worker exits.
-  """
-  if num_workers < 1:
-    raise ValueError(f"--num_workers={num_workers}: must be >= 1")
-  pool = concurrent.futures.ProcessPoolExecutor(
-      num_workers, mp_context=multiprocessing.get_context("spawn"),
-      initializer=parent_death.exit_with_parent, initargs=(os.getpid(),))
-  # The pool spawns a worker per submission that finds none idle: one no-op each starts
-  # them all now, rather than as the first chunks arrive.
-  for _ in range(num_workers):
-    pool.submit(int)
-  return pool
