@@ -1,15 +1,17 @@
 """The house's picture (DESIGN.md), held module by module. Each arrow is an import, wherever it
 sits (top level or inside a function):
 
-  common ← records, text ← model ← training ← tasks ← export ← scripts
+  common ← records, text ← model ← training ← finetuning ← tasks    ← scripts
+                                               finetuning ← export   ← scripts
   common ←                data_gen jobs ← corpus           ← data_gen   (corpus: no TensorFlow)
   common ← records, text, data_gen jobs ← pretraining data ← data_gen
 
 - a module imports only modules of its own room or of the rooms its room may import (ROOMS);
 - no import cycle between modules;
 - no module imports another module's private (_underscored) name;
-- a task (bert_tf.tasks.BUILT_IN) and its parts import the shared task modules, never another
-  task, its parts or the runner: a task is one file (plus its parts) that stands alone;
+- a task (a module or folder under bert_tf/tasks/) imports the framework (bert_tf.finetuning)
+  and the rooms below it, never another task: a task is one file or folder that stands alone;
+  the framework and export import no task at all (their rooms), nor do the flags (cli.py);
 - every folder of a package has an __init__.py (setup.cfg's `packages = find:` drops the
   folder from the wheel otherwise, while the tests still pass from the source tree);
 - no benchmark flag defaults to a machine's path: the peer's python is benchmarks/
@@ -31,7 +33,8 @@ ROOMS = {
     "bert_tf.tokenization": "text",    # the one tokenizer
     "bert_tf.modeling": "model",       # config, encoder, heads, task models, checkpoints
     "bert_tf.training": "training",    # the loop, optimizers, strategies, pretraining
-    "bert_tf.tasks": "tasks",          # fine-tuning: the interface, the runner, the tasks
+    "bert_tf.finetuning": "finetuning",  # the interface, the runner, what the tasks share
+    "bert_tf.tasks": "tasks",          # the fine-tuning tasks, one module or folder each
     "export": "export",                # SavedModels for TF Serving
     "bert_tf.scripts": "scripts",      # bert_tf's entry points
     "data_gen.jobs": "data_gen jobs",  # what both jobs run on: launch, workers, output files
@@ -46,23 +49,19 @@ MAY_IMPORT = {
     "text": {"common"},
     "model": {"common"},
     "training": {"common", "records", "text", "model"},
-    "tasks": {"common", "records", "text", "model", "training"},
-    "export": {"common", "records", "text", "model", "training", "tasks"},
-    "scripts": {"common", "records", "text", "model", "training", "tasks", "export"},
+    "finetuning": {"common", "records", "text", "model", "training"},
+    "tasks": {"common", "records", "text", "model", "training", "finetuning"},
+    "export": {"common", "records", "text", "model", "training", "finetuning"},
+    "scripts": {"common", "records", "text", "model", "training", "finetuning", "tasks",
+                "export"},
     "data_gen jobs": {"common"},
     "corpus": {"common", "data_gen jobs"},
     "pretraining data": {"common", "records", "text", "data_gen jobs"},
     "data_gen": {"common", "records", "text", "data_gen jobs", "corpus", "pretraining data"},
     "package": {"model"},
 }
-# What a task (and each of its parts) may import of bert_tf.tasks: the shared task modules.
-SHARED_TASK_MODULES = {"bert_tf.tasks", "bert_tf.tasks.task", "bert_tf.tasks.inputs",
-                       "bert_tf.tasks.losses", "bert_tf.tasks.metrics",
-                       "bert_tf.tasks.text_files", "bert_tf.tasks.windows"}
-# A task module's parts, which only it (and the entry points, tests) import.
-TASK_PARTS = {"bert_tf.tasks.glue": "classification", "bert_tf.tasks.squad_eval": "squad",
-              "bert_tf.tasks.squad_serving": "squad", "bert_tf.tasks.ner_serving": "ner"}
-TASK_ROOMS = {"common", "records", "text", "model"}
+# Modules above the framework that still must name no task: the flags the run_* scripts share.
+NAMES_NO_TASK = {"bert_tf.scripts.cli"}
 
 
 def room(module: str) -> str:
@@ -178,21 +177,23 @@ def cycles(root: str = ROOT) -> list[list[str]]:
   return found
 
 
-def task_borrowings(root: str = ROOT, tasks: dict | None = None) -> list[str]:
-  """Imports by a task module (`tasks`: kind -> module) or its parts of anything but the shared task modules, its own
-  parts and the rooms below tasks."""
-  if tasks is None:
-    from bert_tf.tasks import BUILT_IN  # pylint: disable=g-import-not-at-top
-    tasks = BUILT_IN
-  owner = {module: module for module in tasks.values()}
-  owner.update({part: f"bert_tf.tasks.{task}" for part, task in TASK_PARTS.items()})
+def task_of(module: str) -> str | None:
+  """The task a module belongs to: bert_tf.tasks.<task> and everything under it."""
+  parts = module.split(".")
+  return parts[2] if parts[:2] == ["bert_tf", "tasks"] and len(parts) > 2 else None
+
+
+def task_borrowings(root: str = ROOT) -> list[str]:
+  """Imports of a task's module by another task, or by a module that must name no task."""
   problems = []
   for m, line, target, _ in imports(root):
-    if m not in owner or target == m or room(target) in TASK_ROOMS:
+    owner, wanted = task_of(m), task_of(target)
+    if wanted is None or owner == wanted:
       continue
-    if target not in SHARED_TASK_MODULES and owner.get(target) != owner[m]:
-      problems.append(f"{where(m, line)}: the {owner[m].rpartition('.')[2]} task imports "
-                      f"{target}")
+    if owner is not None:
+      problems.append(f"{where(m, line)}: the {owner} task imports {target}")
+    elif m in NAMES_NO_TASK:
+      problems.append(f"{where(m, line)}: {m} names a task ({target})")
   return problems
 
 
@@ -249,15 +250,22 @@ def test_each_check_finds_what_it_looks_for(tmp_path):
       "bert_tf/common/__init__.py": "",
       "bert_tf/common/ok.py": "import os\n",
       "bert_tf/modeling/__init__.py": "",
-      "bert_tf/modeling/up.py": "def f():\n  from bert_tf.tasks import runner\n  return runner\n",
+      "bert_tf/modeling/up.py": "def f():\n  from bert_tf.finetuning import runner\n  return runner\n",
       "bert_tf/modeling/a.py": "from bert_tf.modeling import b\n",
       "bert_tf/modeling/b.py": "from bert_tf.modeling.a import _helper\n",
       "bert_tf/modeling/c.py": "from bert_tf.modeling import a\nx = a._helper\n",
+      "bert_tf/finetuning/__init__.py": "",
+      "bert_tf/finetuning/runner.py": "",
       "bert_tf/tasks/__init__.py": "",
-      "bert_tf/tasks/runner.py": "",
-      "bert_tf/tasks/one.py": "from bert_tf.tasks import two\nfrom bert_tf.tasks import task\n",
-      "bert_tf/tasks/task.py": "",
-      "bert_tf/tasks/two.py": "from bert_tf.tasks import runner\n",
+      "bert_tf/tasks/one/__init__.py": "",
+      "bert_tf/tasks/one/task.py": "from bert_tf.tasks.one import serving\n"
+                                   "from bert_tf.tasks import two\n"
+                                   "from bert_tf.finetuning import runner\n",
+      "bert_tf/tasks/one/serving.py": "",
+      "bert_tf/tasks/two.py": "",
+      "bert_tf/scripts/__init__.py": "",
+      "bert_tf/scripts/cli.py": "from bert_tf.tasks.one import task\n",
+      "bert_tf/scripts/run_one.py": "from bert_tf.tasks.one import task\n",
       "export/__init__.py": "", "tfrecords/__init__.py": "", "data_gen/__init__.py": "",
       "data_gen/corpus/__init__.py": "", "data_gen/pretraining_data/__init__.py": "",
       "data_gen/corpus/x.py": "from data_gen.pretraining_data import y\n",
@@ -274,15 +282,14 @@ def test_each_check_finds_what_it_looks_for(tmp_path):
     (tmp_path / name).write_text(text)
   root = str(tmp_path)
   assert against_the_flow(root) == [
-      "bert_tf/modeling/up.py:2: model imports tasks (bert_tf.tasks.runner)",
+      "bert_tf/modeling/up.py:2: model imports finetuning (bert_tf.finetuning.runner)",
       "data_gen/corpus/x.py:1: corpus imports pretraining data (data_gen.pretraining_data.y)"]
   assert cycles(root) == [["bert_tf.modeling.a", "bert_tf.modeling.b"]]
   assert private_imports(root) == ["bert_tf/modeling/b.py:1: imports bert_tf.modeling.a._helper",
                                    "bert_tf/modeling/c.py:2: uses bert_tf.modeling.a._helper"]
-  tasks = {"one": "bert_tf.tasks.one", "two": "bert_tf.tasks.two"}
-  assert task_borrowings(root, tasks) == [
-      "bert_tf/tasks/one.py:1: the one task imports bert_tf.tasks.two",
-      "bert_tf/tasks/two.py:1: the two task imports bert_tf.tasks.runner"]
+  assert task_borrowings(root) == [
+      "bert_tf/scripts/cli.py:1: bert_tf.scripts.cli names a task (bert_tf.tasks.one.task)",
+      "bert_tf/tasks/one/task.py:2: the one task imports bert_tf.tasks.two"]
   assert folders_without_init(root) == ["tfrecords/loose"]
   assert machine_paths_in_benchmarks(root) == [
       'benchmarks/peers/x.py:1: p.add_argument("--peer_python", default="/tmp/v/bin/python")',
