@@ -8,17 +8,17 @@ there. run_cases starts one process for all of a test's runs of one entry point:
   out.returncode, out.stderr, out.stdout   (a subprocess.CompletedProcess for each run)
 
 Each run sees what it would alone: sys.argv as `python -m <module> <flags>` sets it, the flags
-back at their defaults (absl's FLAGS unparsed, then parsed from that argv), the module's
-`run()` (the console script's target, setup.cfg) called as the script calls it, and the
-exit status and stderr the interpreter would give: sys.exit(None) is 0, sys.exit("message")
-prints the message and is 1, an uncaught exception prints its traceback and is 1. File
-descriptors 1 and 2 are redirected to a file per run, so TensorFlow's own C++ lines land in
-that run's output too.
+back at their defaults (absl's FLAGS unparsed, then parsed from that argv), absl's app.run set
+up as on its first call (the logging at INFO), the module's `run()` (the console script's
+target, setup.cfg) called as the script calls it, and the exit status and stderr the
+interpreter would give: sys.exit(None) is 0, sys.exit("message") prints the message and is 1,
+an uncaught exception prints its traceback and is 1. File descriptors 1 and 2 are redirected
+to a file per run, so TensorFlow's own C++ lines land in that run's output too.
 
 What one process shares between runs: anything a run caches at module level or in TensorFlow's
 process-wide state (a device configuration, a mixed precision policy the run does not set
-itself, the first run's exit-time logging). A test of such a thing, or of a run killed
-part-way, needs a process of its own (subprocess.run).
+itself); what TensorFlow logs at exit lands in no run's stderr. A test of such a thing, or of
+a run killed part-way, needs a process of its own (subprocess.run).
 
 `python tests/entry_points.py MODULE CASES_JSON RESULTS_JSON` is the driver run_cases starts.
 """
@@ -62,7 +62,7 @@ def _exit_status(code) -> int:
 
 def _run(module, argv: list[str], out_path: str, err_path: str) -> int:
   """module.run() with argv, fds 1 and 2 into the files; its exit status."""
-  from absl import flags  # pylint: disable=g-import-not-at-top  (after bert_tf's defaults)
+  from absl import app, flags  # pylint: disable=g-import-not-at-top  (after bert_tf's defaults)
   saved = [os.dup(1), os.dup(2)]
   sys.stdout.flush()
   sys.stderr.flush()
@@ -72,6 +72,10 @@ def _run(module, argv: list[str], out_path: str, err_path: str) -> int:
   try:
     sys.argv = [module.__file__, *argv]
     flags.FLAGS.unparse_flags()
+    # app.run's set-up as on its first call, which bumps the logging to INFO where no
+    # --verbosity is given (a later call parses the flags only, and they are back at WARNING).
+    app._run_init.done = False  # pylint: disable=protected-access
+    app._register_and_parse_flags_with_usage.done = False  # pylint: disable=protected-access
     try:
       module.run()
       status = 0
