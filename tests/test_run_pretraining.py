@@ -3,16 +3,16 @@ pretrain() in this process: damaged or foreign record files named, a busy output
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
-
-import shutil
 
 import pytest
 
 from bert_tf.common import output_lock
 from bert_tf.training import distribute
 from bert_tf.training import pretraining
+import entry_points
 from tiny_pretraining import (CONFIG, PREDS, SEQ, assert_same_values, checkpoint_steps,
                               checkpoint_values, killed_copy, write_init_checkpoint,
                               write_pretraining_records)
@@ -70,55 +70,9 @@ def test_trains_checkpoints_summarizes_and_evaluates(setup):
                                           results["next_sentence_loss"], rel=1e-5)
 
 
-def test_eval_only_from_init_checkpoint_reproduces_the_trained_results(setup):
-  output_dir = setup["dir"] / "eval_only"
-  out = run_pretraining(*setup["common"], f"--output_dir={output_dir}", "--do_eval",
-                        f"--init_checkpoint={setup['trained'] / 'ckpt-4'}")
-  assert out.returncode == 0, out.stderr[-3000:]
-  results = read_results(output_dir / "eval_results.txt")
-  trained = read_results(setup["trained"] / "eval_results.txt")
-  assert results["global_step"] == 0  # Nothing trained here: the weights came from ckpt-4.
-  for key in ("loss", "masked_lm_accuracy", "next_sentence_loss"):
-    assert results[key] == pytest.approx(trained[key], rel=1e-5), key
-
-
-def test_resumed_run_reads_on_from_the_same_input_position(setup):
-  """A run "killed" after ckpt-2 and resumed ends with exactly the uninterrupted run's ckpt-4:
-  the weights, the optimizer moments and step, and so the same batches (CONFIG has no dropout;
-  --seed fixes the input order)."""
-  killed = setup["dir"] / "killed"
-  killed_copy(setup["trained"], 2, killed)
-  out = run_pretraining(*setup["common"], f"--output_dir={killed}", "--do_train")
-  assert out.returncode == 0, out.stderr[-3000:]
-  assert "resuming at global step 2" in out.stderr
-  assert_same_values(checkpoint_values(str(killed / "ckpt-4")),
-                     checkpoint_values(str(setup["trained"] / "ckpt-4")))
-
-
-def test_a_damaged_latest_checkpoint_is_skipped_and_training_redone_from_the_one_before(setup):
-  damaged = setup["dir"] / "damaged"
-  shutil.copytree(setup["trained"], damaged)
-  data = damaged / "ckpt-4.data-00000-of-00001"
-  data.write_bytes(data.read_bytes()[:1000])  # A save cut short by a full disk.
-  (damaged / "ckpt-6_temp").mkdir()  # A save killed half-way.
-  out = run_pretraining(*setup["common"], f"--output_dir={damaged}", "--do_train")
-  assert out.returncode == 0, out.stderr[-3000:]
-  assert f"skipping a damaged checkpoint: {damaged}/ckpt-4: the checkpoint is damaged" \
-      in out.stderr
-  assert "resuming at global step 2" in out.stderr
-  assert not (damaged / "ckpt-6_temp").exists()
-  assert_same_values(checkpoint_values(str(damaged / "ckpt-4")),
-                     checkpoint_values(str(setup["trained"] / "ckpt-4")))
-  # As an --init_checkpoint, a damaged one is named as damaged, not as another model.
-  data.write_bytes(data.read_bytes()[:1000])
-  out = run_pretraining(*setup["common"], f"--output_dir={setup['dir'] / 'from_damaged'}",
-                        "--do_eval", f"--init_checkpoint={damaged / 'ckpt-4'}")
-  assert out.returncode == 1
-  assert (f"run_pretraining: error: {damaged}/ckpt-4: the checkpoint is damaged (truncated, "
-          "or changed since it was saved)") in out.stderr, out.stderr[-2000:]
-
-
-@pytest.mark.parametrize("flags, messages", [
+# Bad input: the flags of each case (after the common ones, so they win), the messages its one
+# error line must hold.
+BAD_INPUT = [
     (["--input_file={dir}/missing-*.tfrecord"], ["no file matches '{dir}/missing-*.tfrecord'"]),
     (["--max_seq_length=64"],
      ["{dir}/data.tfrecord: feature 'input_ids' has length 32 in the records, but "
@@ -143,23 +97,94 @@ def test_a_damaged_latest_checkpoint_is_skipped_and_training_redone_from_the_one
     (["--output_dir={dir}/data.tfrecord/out"], ["{dir}/data.tfrecord is not a directory"]),
     (["--learning_rate=1e30", "--num_warmup_steps=0"],
      ["the loss is nan at global step 2;", "The last good checkpoint is none"]),
-])
-def test_bad_input_exits_nonzero_with_a_clear_message(setup, flags, messages):
-  d = setup["dir"]
+]
+
+
+@pytest.fixture(scope="module")
+def reruns(setup) -> dict:
+  """{name: CompletedProcess} of the runs on from `setup`'s, each as a user starts it, all in
+  one process of their own (Python and TensorFlow started once, not once a run):
+  eval_only, killed (resumed after ckpt-2), damaged (resumed past a damaged ckpt-4),
+  from_damaged (a damaged --init_checkpoint), bad-<i> (BAD_INPUT's cases)."""
+  d, trained = setup["dir"], setup["trained"]
+  killed_copy(trained, 2, d / "killed")
+  # A save cut short by a full disk, one killed half-way: as the run's latest, as an init.
+  shutil.copytree(trained, d / "damaged")
+  (d / "damaged" / "ckpt-6_temp").mkdir()
+  killed_copy(trained, 4, d / "damaged_init")
+  for damaged in (d / "damaged", d / "damaged_init"):
+    data = damaged / "ckpt-4.data-00000-of-00001"
+    data.write_bytes(data.read_bytes()[:1000])
   wide = dict(CONFIG.to_dict(), hidden_size=48, intermediate_size=96)
   (d / "wide.json").write_text(json.dumps(wide))
   misspelt = {("hiden_size" if k == "hidden_size" else k): v for k, v in CONFIG.to_dict().items()}
   (d / "misspelt.json").write_text(json.dumps(misspelt))
   (d / "small_vocab.json").write_text(json.dumps(dict(CONFIG.to_dict(), vocab_size=5)))
-  flags = [f.format(dir=d) for f in flags]
-  do = [] if "--do_eval" in flags else ["--do_train"]
-  # Later flags win: those of the case override the common ones.
-  out = run_pretraining(*setup["common"], f"--output_dir={d / 'bad'}", *flags, *do)
+  cases = {
+      "eval_only": [f"--output_dir={d / 'eval_only'}", "--do_eval",
+                    f"--init_checkpoint={trained / 'ckpt-4'}"],
+      "killed": [f"--output_dir={d / 'killed'}", "--do_train"],
+      "damaged": [f"--output_dir={d / 'damaged'}", "--do_train"],
+      "from_damaged": [f"--output_dir={d / 'from_damaged'}", "--do_eval",
+                       f"--init_checkpoint={d / 'damaged_init' / 'ckpt-4'}"]}
+  for i, (flags, _) in enumerate(BAD_INPUT):
+    flags = [f.format(dir=d) for f in flags]
+    do = [] if "--do_eval" in flags else ["--do_train"]
+    # Later flags win: those of the case override the common ones.
+    cases[f"bad-{i}"] = [f"--output_dir={d / 'bad'}", *flags, *do]
+  outs = entry_points.run_cases("bert_tf.scripts.run_pretraining",
+                                [setup["common"] + argv for argv in cases.values()])
+  return dict(zip(cases, outs))
+
+
+def test_eval_only_from_init_checkpoint_reproduces_the_trained_results(setup, reruns):
+  out = reruns["eval_only"]
+  assert out.returncode == 0, out.stderr[-3000:]
+  results = read_results(setup["dir"] / "eval_only" / "eval_results.txt")
+  trained = read_results(setup["trained"] / "eval_results.txt")
+  assert results["global_step"] == 0  # Nothing trained here: the weights came from ckpt-4.
+  for key in ("loss", "masked_lm_accuracy", "next_sentence_loss"):
+    assert results[key] == pytest.approx(trained[key], rel=1e-5), key
+
+
+def test_resumed_run_reads_on_from_the_same_input_position(setup, reruns):
+  """A run "killed" after ckpt-2 and resumed in another process ends with exactly the
+  uninterrupted run's ckpt-4: the weights, the optimizer moments and step, and so the same
+  batches (CONFIG has no dropout; --seed fixes the input order)."""
+  out = reruns["killed"]
+  assert out.returncode == 0, out.stderr[-3000:]
+  assert "resuming at global step 2" in out.stderr
+  assert_same_values(checkpoint_values(str(setup["dir"] / "killed" / "ckpt-4")),
+                     checkpoint_values(str(setup["trained"] / "ckpt-4")))
+
+
+def test_a_damaged_latest_checkpoint_is_skipped_and_training_redone_from_the_one_before(
+    setup, reruns):
+  damaged = setup["dir"] / "damaged"
+  out = reruns["damaged"]
+  assert out.returncode == 0, out.stderr[-3000:]
+  assert f"skipping a damaged checkpoint: {damaged}/ckpt-4: the checkpoint is damaged" \
+      in out.stderr
+  assert "resuming at global step 2" in out.stderr
+  assert not (damaged / "ckpt-6_temp").exists()
+  assert_same_values(checkpoint_values(str(damaged / "ckpt-4")),
+                     checkpoint_values(str(setup["trained"] / "ckpt-4")))
+  # As an --init_checkpoint, a damaged one is named as damaged, not as another model.
+  out = reruns["from_damaged"]
   assert out.returncode == 1
-  # One line says what is wrong (TensorFlow may log more after it, at exit).
+  assert (f"run_pretraining: error: {setup['dir']}/damaged_init/ckpt-4: the checkpoint is "
+          "damaged (truncated, or changed since it was saved)") in out.stderr, out.stderr[-2000:]
+
+
+@pytest.mark.parametrize("case", range(len(BAD_INPUT)))
+def test_bad_input_exits_nonzero_with_a_clear_message(setup, reruns, case):
+  d = setup["dir"]
+  out = reruns[f"bad-{case}"]
+  assert out.returncode == 1
+  # One line says what is wrong, no traceback.
   errors = [l for l in out.stderr.splitlines() if l.startswith("run_pretraining: error: ")]
-  assert len(errors) == 1, out.stderr[-3000:]
-  for message in messages:
+  assert len(errors) == 1 and "Traceback" not in out.stderr, out.stderr[-3000:]
+  for message in BAD_INPUT[case][1]:
     assert message.format(dir=d) in errors[0], errors[0]
   assert json.loads((d / "trained" / "bert_config.json").read_text()) == CONFIG.to_dict()
 
