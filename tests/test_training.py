@@ -78,32 +78,23 @@ def test_a_finished_run_is_not_trained_further(runs):
 
 
 @pytest.mark.slow
-def test_the_training_loop_and_its_step_are_traced_once(runs, tmp_path, monkeypatch):
-  """Slots created in the loop's first call would make tf.function trace it twice (once to
-  create the variables, once to run); the metrics' names come from the step's own trace,
-  which the loop reuses: each trace of a real model is seconds of start-up."""
-  made = []
+@pytest.mark.parametrize("progress_seconds", [None, 1e-9])
+def test_progress_lines_change_no_step_nor_trace_again(runs, tmp_path, monkeypatch,
+                                                      progress_seconds):
+  """The full run (the default: a loop's steps in calls grown from 1 step to half of 30 s)
+  ends with the weights of one call a loop (None), and of one step a call with a progress line
+  after each (1e-9 s: a line always due), bit for bit.
+
+  However many calls, the loop and its step are traced once: slots created in the loop's first
+  call would make tf.function trace it twice (once to create the variables, once to run); the
+  metrics' names come from the step's own trace, which the loop reuses: each trace of a real
+  model is seconds of start-up."""
+  lines, made = [], []
+  monkeypatch.setattr(loop.logging, "info", lambda fmt, *args: lines.append(fmt % args))
   make_loop = loop._loop_fn
   monkeypatch.setattr(loop, "_loop_fn",
                       lambda strategy, step: made.append((make_loop(strategy, step), step))
                       or made[-1][0])
-  train_tiny(distribute.get_strategy("one_device"), runs["records"], runs["init"],
-             str(tmp_path), 4)
-  [(loop_fn, step)] = made
-  assert loop_fn.experimental_get_tracing_count() == 1
-  assert step.gradients.experimental_get_tracing_count() == 1
-  assert sorted(step.metrics.means) == ["loss", "masked_lm_accuracy", "masked_lm_loss",
-                                        "next_sentence_accuracy", "next_sentence_loss"]
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("progress_seconds", [None, 1e-9])
-def test_progress_lines_change_no_step(runs, tmp_path, monkeypatch, progress_seconds):
-  """The full run (the default: a loop's steps in calls grown from 1 step to half of 30 s)
-  ends with the weights of one call a loop (None), and of one step a call with a progress line
-  after each (1e-9 s: a line always due), bit for bit."""
-  lines = []
-  monkeypatch.setattr(loop.logging, "info", lambda fmt, *args: lines.append(fmt % args))
   train_tiny(distribute.get_strategy("one_device"), runs["records"], runs["init"],
              str(tmp_path), TOTAL_STEPS, progress_seconds=progress_seconds)
   full, ours = (checkpoint_values(str(d / f"ckpt-{TOTAL_STEPS}"))
@@ -117,6 +108,11 @@ def test_progress_lines_change_no_step(runs, tmp_path, monkeypatch, progress_sec
   # (The time left in any unit: a first line's rate includes tracing, slow on a loaded machine.)
   assert all(re.fullmatch(r"[\d.,e+-]+ steps/s(, [\d.]+ (s|min|h|days) left)?", s[1])
              for s in steps), steps
+  [(loop_fn, step)] = made
+  assert loop_fn.experimental_get_tracing_count() == 1
+  assert step.gradients.experimental_get_tracing_count() == 1
+  assert sorted(step.metrics.means) == ["loss", "masked_lm_accuracy", "masked_lm_loss",
+                                        "next_sentence_accuracy", "next_sentence_loss"]
 
 
 @pytest.mark.slow
