@@ -2,16 +2,24 @@
 
 The toy rule: a sentence of filler words holds "good" (label 1) or "bad" (label 0) somewhere;
 the [CLS] output must find it through attention.
+
+The trained run's model is also the --init_checkpoint of later runs (issue 30, part A): it
+restores its head (ours, or google-research/bert's TF1 output layer), nothing untrained
+predicts, and a task of other labels (STS-B) draws a fresh head.
 """
 import json
+import logging
 import os
+import shutil
 import subprocess
 import sys
 
 import numpy as np
 import pytest
+import tensorflow as tf
 from safetensors import numpy as safetensors_numpy
 
+from bert_tf import finetuning
 from bert_tf.modeling import checkpoints
 from bert_tf.modeling.configs import BertConfig
 from bert_tf.scripts import cli
@@ -99,32 +107,99 @@ def test_rerun_with_other_settings_is_refused_and_with_the_same_resumes(trained)
   assert again["eval_accuracy"] == results["best"]["eval_accuracy"]
 
 
+# The trained run's model as --init_checkpoint (issue 30, part A).
 @pytest.mark.slow
-def test_sweep_keeps_the_best_run(tmp_path):
-  make_sst2(tmp_path / "data", num_train=128, num_dev=32)
-  args = toy_args(str(tmp_path), tmp_path / "data", tmp_path / "out", do_train=True,
-                  do_eval=True, learning_rates=(1e-6, 3e-3), num_train_epochs=10)
-  results = classifier_runner(args).run()
-  runs = results["runs"]
-  assert [r["learning_rate"] for r in runs] == [1e-6, 3e-3]
-  # 1e-6 barely moves a fresh model; 3e-3 learns the rule.
-  assert runs[1]["eval_accuracy"] > runs[0]["eval_accuracy"]
-  assert results["best"]["learning_rate"] == 3e-3
-  with open(tmp_path / "out" / "sweep_results.tsv") as f:
-    table = f.read().splitlines()
-  assert table[0].split("\t")[:2] == ["learning_rate", "seed"] and len(table) == 3
-  assert os.path.isdir(tmp_path / "out" / "runs" / "lr0.003_seed12345")
-  # output_dir's checkpoint is the best run's: evaluating it gives the best's accuracy.
-  evaluated = classifier_runner((dict(args, do_train=False))).run()
-  assert evaluated["best"]["eval_accuracy"] == pytest.approx(runs[1]["eval_accuracy"])
+def test_a_fine_tuned_init_checkpoint_predicts_with_its_head(trained, tmp_path, caplog):
+  sst2, _ = trained
+  caplog.set_level(logging.INFO, logger="absl")  # Whatever verbosity an earlier test left.
+  args = dict(sst2, do_train=False, do_eval=False, output_dir=str(tmp_path / "new"),
+              init_checkpoint=sst2["output_dir"], bert_config_file=None, vocab_file=None)
+  classifier_runner(args).run()
+  with open(tmp_path / "new" / "test_results.tsv") as new, open(
+      os.path.join(sst2["output_dir"], "test_results.tsv")) as old:
+    assert new.read() == old.read()
+  assert "initialized the whole model, head included" in caplog.text
+  # At the trained model's global step, as its checkpoint says.
+  latest = tf.train.latest_checkpoint(sst2["output_dir"])
+  _, step = classifier_runner(dict(args, output_dir=str(tmp_path / "new2"))).restore()
+  assert step > 0 and latest.endswith(f"ckpt-{step}")
+
+
+def _as_tf1(output_dir: str, folder, head: tuple[str, str]) -> str:
+  """A trained classifier's weights under google-research/bert's names, its head under
+  `head` (kernel [outputs, hidden], bias), with bert_config.json and vocab.txt: the prefix."""
+  task = finetuning.build("classification", {"task_name": "SST-2", "max_seq_length": 32},
+                     data_dir=os.path.join(os.path.dirname(output_dir), "data"))
+  config = checkpoints.load_config(output_dir)
+  model = task.build_model(config)
+  runner.restore(model, tf.train.latest_checkpoint(output_dir))
+  encoder = model.checkpoint_items["encoder"]
+  ours = checkpoints.our_variables({"encoder": encoder}, checkpoints.TF1,
+                                   config.num_hidden_layers)
+  arrays = {}
+  for part in ("encoder", "pooler"):
+    for our_name, theirs, transposed in checkpoints.TF1.rows(part, config.num_hidden_layers):
+      arrays[theirs] = checkpoints.stored_value(ours[our_name].numpy(), our_name, transposed)
+  kernel, bias = (v.numpy() for v in sorted(
+      (v for v in model.variables if "sentence_prediction" in v.name), key=lambda v: -len(v.shape)))
+  arrays[head[0]], arrays[head[1]] = kernel.T, bias
+  os.makedirs(folder)
+  prefix = str(folder / "model.ckpt-8")
+  names = sorted(arrays)
+  tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names, shape_and_slices=[""] * len(names),
+                    tensors=[tf.constant(arrays[n]) for n in names])
+  config.to_json_file(str(folder / "bert_config.json"))
+  shutil.copy(VOCAB, folder / "vocab.txt")
+  return prefix
 
 
 @pytest.mark.slow
-def test_regression_task(tmp_path):
+def test_the_originals_fine_tuned_tf1_checkpoint_predicts_with_its_head(trained, tmp_path):
+  sst2, _ = trained
+  prefix = _as_tf1(sst2["output_dir"], tmp_path / "tf1", ("output_weights", "output_bias"))
+  args = dict(sst2, do_train=False, do_eval=False, output_dir=str(tmp_path / "new"),
+              init_checkpoint=prefix, bert_config_file=None, vocab_file=None)
+  classifier_runner(args).run()
+  np.testing.assert_allclose(np.loadtxt(tmp_path / "new" / "test_results.tsv"),
+                             np.loadtxt(os.path.join(sst2["output_dir"], "test_results.tsv")),
+                             atol=2e-6)
+  # run_squad's output layer is no classifier: refused, named.
+  prefix = _as_tf1(sst2["output_dir"], tmp_path / "squad",
+                   ("cls/squad/output_weights", "cls/squad/output_bias"))
+  with pytest.raises(ValueError, match="its head is run_squad's cls/squad/output_weights, not "
+                     "a classification head, so without --do_train"):
+    classifier_runner(dict(args, init_checkpoint=prefix, output_dir=str(tmp_path / "new2")))
+
+
+@pytest.mark.slow
+def test_nothing_untrained_predicts(trained, tmp_path):
+  sst2, _ = trained
+  args = dict(sst2, do_train=False, do_eval=False, output_dir=str(tmp_path / "new"),
+              bert_config_file=None, vocab_file=None)
+  with pytest.raises(ValueError, match=f"^--init_checkpoint={MINILM}: a Hugging Face model "
+                     "fills the encoder only, so without --do_train the classification head "
+                     "would be untrained"):
+    classifier_runner(dict(args, init_checkpoint=MINILM))
+  # A checkpoint with no task_config.json beside it: a pretraining one.
+  pretrained = tmp_path / "pretrained"
+  shutil.copytree(sst2["output_dir"], pretrained,
+                  ignore=shutil.ignore_patterns("task_config.json", "*.tf_record"))
+  with pytest.raises(ValueError, match="no task_config.json beside it"):
+    classifier_runner(dict(args, init_checkpoint=str(pretrained)))
+
+
+@pytest.mark.slow
+def test_regression_task_from_a_classifier_with_a_fresh_head(trained, tmp_path, caplog):
+  """STS-B from the toy SST-2 run's model: its encoder is taken, its head (other labels) is
+  drawn fresh and learns the regression."""
+  caplog.set_level(logging.INFO, logger="absl")  # Whatever verbosity an earlier test left.
   make_stsb(tmp_path / "data")
   args = toy_args(str(tmp_path), tmp_path / "data", tmp_path / "out", task_name="STS-B",
-                  do_train=True, do_eval=True, do_predict=True, num_train_epochs=16)
+                  do_train=True, do_eval=True, do_predict=True, num_train_epochs=16,
+                  init_checkpoint=trained[0]["output_dir"])
   best = classifier_runner(args).run()["best"]
+  fresh = [r.getMessage() for r in caplog.records if "head is drawn fresh" in r.getMessage()]
+  assert len(fresh) == 1 and "the trained model has ['0', '1']" in fresh[0], fresh
   # Labels take two values, so Spearman tops out at ~0.87 even for perfect predictions.
   assert best["eval_pearson"] > 0.95 and best["eval_spearman"] > 0.8, best
   assert best["eval_loss"] < 0.1, best  # The squared error: the scale is learned too.

@@ -87,13 +87,23 @@ def test_run_squad_writes_everything_through_tf_io_gfile(tmp_path):
 
 
 def test_best_of_a_sweep_loads_as_init_checkpoint_and_exports(tmp_path):
+  """The sweep keeps the best run (its table, its folder, its checkpoint in output_dir), which
+  a later run loads and export serves."""
   make_sst2(tmp_path / "data", num_train=128, num_dev=32)
   sweep = str(tmp_path / "sweep")
   args = toy_args(str(tmp_path), tmp_path / "data", sweep, do_train=True, do_eval=True,
                   learning_rates=(1e-6, 3e-3), num_train_epochs=10)
-  best = _run(dict(args))["best"]
+  results = _run(dict(args))
+  best, runs = results["best"], results["runs"]
+  assert [r["learning_rate"] for r in runs] == [1e-6, 3e-3]
+  # 1e-6 barely moves a fresh model; 3e-3 learns the rule.
+  assert runs[1]["eval_accuracy"] > runs[0]["eval_accuracy"]
   assert best["learning_rate"] == 3e-3 and best["eval_accuracy"] >= 0.9, best
   assert not os.path.exists(os.path.join(sweep, ".lock"))  # Held once for all runs, then freed.
+  with open(os.path.join(sweep, "sweep_results.tsv")) as f:
+    table = f.read().splitlines()
+  assert table[0].split("\t")[:2] == ["learning_rate", "seed"] and len(table) == 3
+  assert os.path.isdir(os.path.join(sweep, "runs", "lr0.003_seed12345"))
 
   # As a later run's --init_checkpoint: the whole model comes back (the same task and labels),
   # at the best run's step.
@@ -120,6 +130,9 @@ def test_best_of_a_sweep_loads_as_init_checkpoint_and_exports(tmp_path):
   loaded = tf.saved_model.load(path).signatures["serving_default"]
   labels = loaded(text_a=tf.constant(["the movie was good", "a bad film it was"]))["label"]
   assert [l.decode() for l in labels.numpy()] == ["1", "0"]
+  # output_dir's checkpoint is the best run's: evaluating it gives the best's accuracy.
+  evaluated = _run(dict(args, do_train=False))
+  assert evaluated["best"]["eval_accuracy"] == pytest.approx(runs[1]["eval_accuracy"])
 
 
 def test_a_second_job_on_the_same_output_dir_is_refused_before_writing(tmp_path):

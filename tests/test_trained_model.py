@@ -1,8 +1,7 @@
-"""Runs that use a trained model (issue 30, part A): a fine-tuned --init_checkpoint restores
-its head (ours, or google-research/bert's TF1 output layer), the trained run's settings decide
-a predict-only run, nothing untrained predicts, empty splits and a head that no longer fits
-are one line; a Hugging Face config.json as --bert_config_file; run_pretraining extended to a
-larger --num_train_steps."""
+"""Runs that use a trained model (issue 30, part A): the trained run's settings decide a
+predict-only run, empty splits and a head that no longer fits are one line; a Hugging Face
+config.json as --bert_config_file; run_pretraining extended to a larger --num_train_steps.
+A fine-tuned classifier as --init_checkpoint is test_run_classifier's, on its trained run."""
 import json
 import logging
 import os
@@ -10,7 +9,6 @@ import shutil
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -22,8 +20,8 @@ from bert_tf.tasks.squad import task as squad
 from bert_tf.training import distribute
 from bert_tf.training import pretraining
 from tiny_pretraining import CONFIG, PREDS, SEQ, write_pretraining_records
-from toys import (MINILM, VOCAB, classifier_runner, make_conll, make_sst2, make_stsb, tiny_config,
-                  toy_args)
+from toys import MINILM, VOCAB, make_conll, tiny_config
+import entry_points
 
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
 ONE_DEVICE = distribute.get_strategy("one_device")
@@ -32,105 +30,6 @@ ONE_DEVICE = distribute.get_strategy("one_device")
 def _read(path) -> str:
   with open(path, encoding="utf-8") as f:
     return f.read()
-
-
-# Classification: a fine-tuned run's model as --init_checkpoint.
-@pytest.fixture(scope="module")
-def sst2(tmp_path_factory):
-  """A short fine-tuning run on the toy SST-2: its args (output_dir holds the model)."""
-  tmp = str(tmp_path_factory.mktemp("sst2"))
-  make_sst2(os.path.join(tmp, "data"), num_train=64, num_dev=16, num_test=10)
-  args = toy_args(tmp, os.path.join(tmp, "data"), os.path.join(tmp, "out"), do_train=True,
-                  do_predict=True, num_train_epochs=2)
-  classifier_runner(args).run()
-  return args
-
-
-@pytest.mark.slow
-def test_a_fine_tuned_init_checkpoint_predicts_with_its_head(sst2, tmp_path, caplog):
-  caplog.set_level(logging.INFO, logger="absl")  # Whatever verbosity an earlier test left.
-  args = dict(sst2, do_train=False, output_dir=str(tmp_path / "new"), init_checkpoint=
-              sst2["output_dir"], bert_config_file=None, vocab_file=None)
-  classifier_runner(args).run()
-  assert (_read(tmp_path / "new" / "test_results.tsv") ==
-          _read(os.path.join(sst2["output_dir"], "test_results.tsv")))
-  assert "initialized the whole model, head included" in caplog.text
-  # At the trained model's global step, as its checkpoint says.
-  trained = tf.train.latest_checkpoint(sst2["output_dir"])
-  _, step = classifier_runner(dict(args, output_dir=str(tmp_path / "new2"))).restore()
-  assert step > 0 and trained.endswith(f"ckpt-{step}")
-
-
-def _as_tf1(output_dir: str, folder, head: tuple[str, str]) -> str:
-  """A trained classifier's weights under google-research/bert's names, its head under
-  `head` (kernel [outputs, hidden], bias), with bert_config.json and vocab.txt: the prefix."""
-  task = finetuning.build("classification", {"task_name": "SST-2", "max_seq_length": 32},
-                     data_dir=os.path.join(os.path.dirname(output_dir), "data"))
-  config = checkpoints.load_config(output_dir)
-  model = task.build_model(config)
-  runner.restore(model, tf.train.latest_checkpoint(output_dir))
-  encoder = model.checkpoint_items["encoder"]
-  ours = checkpoints.our_variables({"encoder": encoder}, checkpoints.TF1,
-                                   config.num_hidden_layers)
-  arrays = {}
-  for part in ("encoder", "pooler"):
-    for our_name, theirs, transposed in checkpoints.TF1.rows(part, config.num_hidden_layers):
-      arrays[theirs] = checkpoints.stored_value(ours[our_name].numpy(), our_name, transposed)
-  kernel, bias = (v.numpy() for v in sorted(
-      (v for v in model.variables if "sentence_prediction" in v.name), key=lambda v: -len(v.shape)))
-  arrays[head[0]], arrays[head[1]] = kernel.T, bias
-  os.makedirs(folder)
-  prefix = str(folder / "model.ckpt-8")
-  names = sorted(arrays)
-  tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names, shape_and_slices=[""] * len(names),
-                    tensors=[tf.constant(arrays[n]) for n in names])
-  config.to_json_file(str(folder / "bert_config.json"))
-  shutil.copy(VOCAB, folder / "vocab.txt")
-  return prefix
-
-
-@pytest.mark.slow
-def test_the_originals_fine_tuned_tf1_checkpoint_predicts_with_its_head(sst2, tmp_path):
-  prefix = _as_tf1(sst2["output_dir"], tmp_path / "tf1", ("output_weights", "output_bias"))
-  args = dict(sst2, do_train=False, output_dir=str(tmp_path / "new"), init_checkpoint=prefix,
-              bert_config_file=None, vocab_file=None)
-  classifier_runner(args).run()
-  np.testing.assert_allclose(np.loadtxt(tmp_path / "new" / "test_results.tsv"),
-                             np.loadtxt(os.path.join(sst2["output_dir"], "test_results.tsv")),
-                             atol=2e-6)
-  # run_squad's output layer is no classifier: refused, named.
-  prefix = _as_tf1(sst2["output_dir"], tmp_path / "squad",
-                   ("cls/squad/output_weights", "cls/squad/output_bias"))
-  with pytest.raises(ValueError, match="its head is run_squad's cls/squad/output_weights, not "
-                     "a classification head, so without --do_train"):
-    classifier_runner(dict(args, init_checkpoint=prefix, output_dir=str(tmp_path / "new2")))
-
-
-@pytest.mark.slow
-def test_nothing_untrained_predicts(sst2, tmp_path):
-  args = dict(sst2, do_train=False, output_dir=str(tmp_path / "new"), bert_config_file=None,
-              vocab_file=None)
-  with pytest.raises(ValueError, match=f"^--init_checkpoint={MINILM}: a Hugging Face model "
-                     "fills the encoder only, so without --do_train the classification head "
-                     "would be untrained"):
-    classifier_runner(dict(args, init_checkpoint=MINILM))
-  # A checkpoint with no task_config.json beside it: a pretraining one.
-  pretrained = tmp_path / "pretrained"
-  shutil.copytree(sst2["output_dir"], pretrained,
-                  ignore=shutil.ignore_patterns("task_config.json", "*.tf_record"))
-  with pytest.raises(ValueError, match="no task_config.json beside it"):
-    classifier_runner(dict(args, init_checkpoint=str(pretrained)))
-
-
-@pytest.mark.slow
-def test_an_init_checkpoint_with_other_labels_trains_a_fresh_head(sst2, tmp_path, caplog):
-  caplog.set_level(logging.INFO, logger="absl")  # Whatever verbosity an earlier test left.
-  make_stsb(tmp_path / "data")
-  args = toy_args(str(tmp_path), tmp_path / "data", tmp_path / "out", task_name="STS-B",
-                  do_train=True, num_train_epochs=0.07, init_checkpoint=sst2["output_dir"])
-  classifier_runner(args).run()
-  fresh = [r.getMessage() for r in caplog.records if "head is drawn fresh" in r.getMessage()]
-  assert len(fresh) == 1 and "the trained model has ['0', '1']" in fresh[0], fresh
 
 
 # NER: the trained run's settings decide a predict-only run.
@@ -142,7 +41,7 @@ def toy_ner(tmp_path_factory):
   task = finetuning.build("ner", {"max_seq_length": 32, "document_context": False},
                      data_dir=str(tmp / "data"))
   args = runner.RunArgs(output_dir=str(tmp / "out"), bert_config_file=tiny_config(
-      tmp / "bert_config.json"), vocab_file=VOCAB, do_train=True, do_predict=True,
+      str(tmp / "bert_config.json")), vocab_file=VOCAB, do_train=True, do_predict=True,
       train_batch_size=16, predict_batch_size=16, learning_rates=(5e-3,), num_train_epochs=2)
   runner.run(task, args, ONE_DEVICE)
   return str(tmp / "out")
@@ -163,14 +62,39 @@ def _run_ner(data, output_dir, *flags):
       capture_output=True, text=True, timeout=900, env=ENV)
 
 
+@pytest.fixture(scope="module")
+def ner_runs(toy_ner, tmp_path_factory) -> dict:
+  """{name: (folder, CompletedProcess)} of run_ner --do_predict runs on from toy_ner's, each
+  as a user starts it, both in one process (Python and TensorFlow started once): "predict"
+  (--init_checkpoint=toy_ner, no --max_seq_length), "tags" (toy_ner's model, the data with
+  an eighth tag)."""
+  data = os.path.join(os.path.dirname(toy_ner), "data")
+  new = tmp_path_factory.mktemp("predict")
+  tags = tmp_path_factory.mktemp("tags")
+  shutil.copytree(toy_ner, tags / "out")
+  shutil.copytree(data, tags / "data")
+  train = tags / "data" / "train.txt"
+  train.write_text(_read(train) + "Zorro NN O B-MISC\n\n")
+  runs = {
+      "predict": (new, [f"--data_dir={data}", f"--output_dir={new / 'new'}",
+                        f"--init_checkpoint={toy_ner}"]),
+      "tags": (tags, [f"--data_dir={tags / 'data'}", f"--output_dir={tags / 'out'}",
+                      "--max_seq_length=32", "--nodocument_context",
+                      *(f"--{k}={v}" for k, v in _model_files(tags / "out").items())]),
+  }
+  results = entry_points.run_cases("bert_tf.scripts.run_ner",
+                                   [[*argv, "--do_predict"] for _, argv in runs.values()])
+  return {name: (folder, result) for (name, (folder, _)), result in zip(runs.items(), results)}
+
+
 @pytest.mark.slow
-def test_a_predict_only_run_takes_the_trained_runs_settings(toy_ner, tmp_path):
+def test_a_predict_only_run_takes_the_trained_runs_settings(toy_ner, ner_runs, tmp_path):
   data = os.path.join(os.path.dirname(toy_ner), "data")
   # As the original's README predicts: --init_checkpoint=$TRAINED; no --max_seq_length.
-  result = _run_ner(data, tmp_path / "new", f"--init_checkpoint={toy_ner}")
+  folder, result = ner_runs["predict"]
   assert result.returncode == 0, result.stderr[-2000:]
   assert "max_seq_length=32, document_context=False" in result.stderr
-  assert (_read(tmp_path / "new" / "predictions.txt") ==
+  assert (_read(folder / "new" / "predictions.txt") ==
           _read(os.path.join(toy_ner, "predictions.txt")))
   # A setting the user gave that disagrees is refused, naming the flag.
   with pytest.raises(ValueError, match=r"^--max_seq_length=128: the trained model has "
@@ -201,20 +125,16 @@ def test_a_renamed_tag_in_the_data_folder_is_named(toy_ner, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_head_that_no_longer_fits_is_the_last_line(toy_ner, tmp_path):
-  out = tmp_path / "out"
-  shutil.copytree(toy_ner, out)
-  shutil.copytree(os.path.join(os.path.dirname(toy_ner), "data"), tmp_path / "data")
-  train = tmp_path / "data" / "train.txt"
-  train.write_text(_read(train) + "Zorro NN O B-MISC\n\n")
-  result = _run_ner(tmp_path / "data", out, "--max_seq_length=32", "--nodocument_context",
-                    *(f"--{k}={v}" for k, v in _model_files(out).items()))
+def test_a_head_that_no_longer_fits_is_the_last_line(toy_ner, ner_runs, tmp_path):
+  folder, result = ner_runs["tags"]
+  out, train = folder / "out", folder / "data" / "train.txt"
   assert result.returncode == 1
   assert result.stderr.strip().splitlines()[-1] == (
       f"run_ner: error: {train} has 8 tags; the trained model has 7 ({out}/task_config.json: "
       "O, B-LOC, B-ORG, B-PER, I-LOC, I-ORG, I-PER)")
   # Any other model the checkpoint does not fit (a deeper --bert_config_file): the error, not
-  # TensorFlow's warning about each value left unrestored, is the last line.
+  # TensorFlow's warning about each value left unrestored, is the last line. A process of its
+  # own: TensorFlow may log that warning as the process exits, which run_cases would not show.
   deeper = tmp_path / "deeper.json"
   deeper.write_text(json.dumps(dict(json.loads(_read(out / "bert_config.json")),
                                     num_hidden_layers=3)))
