@@ -2,16 +2,14 @@
 tokenizer splits it."""
 import os
 import random
-import subprocess
-import sys
 
 import pytest
 import tensorflow as tf
 
 from bert_tf import tokenization
 from data_gen import vocab
+import entry_points
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORDS = ("the a of to and in is was for on that with as by at from his her they it "
          "running runner runs ran jumping jumped jumps walking walked walks talking talked "
          "talks unhappy unhappiness happiness happily kindness kindly unkind café naïve "
@@ -93,20 +91,19 @@ def test_vocab_is_capped_at_vocab_size_keeping_characters():
     vocab.learn_vocab({"a": 1}, 5)
 
 
-def _build_vocab(*args):
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-  return subprocess.run([sys.executable, "-m", "data_gen.build_vocab", *args], cwd=ROOT,
-                        env=env, capture_output=True, text=True)
-
-
 @pytest.mark.slow
 def test_build_vocab_script(tmp_path):
+  """A run, then two bad inputs to the same --output_file, each as a user starts it, all in one
+  process (Python and TensorFlow started once)."""
   corpus = _corpus(tmp_path / "a.txt", seed=1)
   _corpus(tmp_path / "b.txt", seed=2)
   out = tmp_path / "out" / "vocab.txt"
-  result = _build_vocab(f"--input_file={tmp_path}/a.txt,{tmp_path}/b*.txt",
-                        f"--output_file={out}", "--vocab_size=200", "--min_token_count=2",
-                        "--nodo_lower_case")
+  result, missing, bad_size = entry_points.run_cases("data_gen.build_vocab", [
+      [f"--input_file={tmp_path}/a.txt,{tmp_path}/b*.txt", f"--output_file={out}",
+       "--vocab_size=200", "--min_token_count=2", "--nodo_lower_case"],
+      [f"--input_file={tmp_path}/nope*.txt", f"--output_file={out}"],
+      [f"--input_file={corpus}", f"--output_file={out}", "--vocab_size=0"],
+  ], env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
   assert result.returncode == 0, result.stderr
   assert f"to {out}" in result.stdout
   assert os.listdir(out.parent) == ["vocab.txt"]  # No temporary file left behind.
@@ -115,8 +112,6 @@ def test_build_vocab_script(tmp_path):
   assert "Zürich" in tokens or "##ü" in tokens  # Cased: accents kept.
   assert os.path.exists(corpus)
 
-  missing = _build_vocab(f"--input_file={tmp_path}/nope*.txt", f"--output_file={out}")
   assert missing.returncode != 0 and "no file matches" in missing.stderr
   assert "nope*.txt" in missing.stderr
-  bad_size = _build_vocab(f"--input_file={corpus}", f"--output_file={out}", "--vocab_size=0")
   assert bad_size.returncode != 0 and "--vocab_size must be positive" in bad_size.stderr
