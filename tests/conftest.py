@@ -12,8 +12,10 @@ Fixtures:
                            uncased one)
   tiny_bert_config         a fresh BERT of 2 layers, H=32, over that vocabulary
   tiny_config_file         it as a bert_config.json in the test's tmp_path
-  serve_in_fresh_process   runs an exported SavedModel's signature in a process that may
-                           import only tensorflow and tensorflow_text
+  plain_tf_process         the worker's process that may import only tensorflow and
+                           tensorflow_text, which the two below ask
+  serve_in_plain_tf        runs an exported SavedModel's signature there
+  cli_runs                 an entry point's runs (flags each) in one process
   ops_outside_tf_serving   what in a SavedModel stock TF Serving 2.20 could not run: ops it
                            does not link, graphs that need XLA
 
@@ -21,9 +23,9 @@ Toy data lives in `toys.py` (fine-tuning) and `tiny_pretraining.py`. Tests that 
 than a few seconds are marked `slow`: `pytest -m "not slow"` is the fast tier.
 """
 import base64
-import itertools
 import json
 import os
+import select
 import subprocess
 import sys
 import textwrap
@@ -78,77 +80,183 @@ def tiny_config_file(tmp_path, tiny_bert_config) -> str:
   return path
 
 
-# Loads the SavedModel where bert_tf, the Model Garden and tf_keras cannot be imported, calls a
-# signature on the inputs (bytes, base64 in JSON) and writes its outputs and the modules that
-# the process imported beyond the standard library, numpy and TensorFlow's own.
-_FRESH_PROCESS = textwrap.dedent("""
-    import base64, json, sys
+# One process a pytest worker (xdist's, or the only one) in which no module of this project,
+# the Model Garden or Keras can be imported: it answers one JSON line on stdin with one on its
+# stdout, for as long as the tests ask. {"export_path", "signature", "inputs"}: the signature's
+# outputs (text inputs base64); {"ops": true}: the ops this process registers and those with a
+# kernel for the CPU (or for every device: DEFAULT). Any error is answered with its traceback.
+# One process, not one a call: each start of Python and TensorFlow costs seconds of CPU.
+_PLAIN_PROCESS = textwrap.dedent("""
+    import base64, json, os, sys, traceback
     import tensorflow as tf
     import tensorflow_text  # noqa: F401 (registers the tokenizer's ops)
+    from tensorflow.core.framework import op_def_pb2
+    from tensorflow.python.client import pywrap_tf_session as c
+    from tensorflow.python.framework import kernels
 
+    FORBIDDEN = ("bert_tf", "export", "tfrecords", "data_gen", "official", "tf_keras", "keras")
+    # TensorFlow's own import brings Keras 3 along: what a SavedModel needs is what comes after.
+    preloaded = {m for m in sys.modules if m.split(".")[0] in FORBIDDEN}
     class Forbid:
       def find_spec(self, name, *args):
-        if name.split(".")[0] in ("bert_tf", "official", "tf_keras", "keras"):
+        if name.split(".")[0] in FORBIDDEN:
           raise ImportError(f"the SavedModel needed {name}")
     sys.meta_path.insert(0, Forbid())
 
-    export_path, signature, inputs_path, out_path = sys.argv[1:]
-    with open(inputs_path) as f:
-      inputs = {k: [base64.b64decode(t) for t in v] for k, v in json.load(f).items()}
-    serve = tf.saved_model.load(export_path).signatures[signature]
-    outputs = serve(**{k: tf.constant(v) for k, v in inputs.items()})
+    # Answers on a stdout of its own: what TensorFlow prints goes to stderr with the logs.
+    answers = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
 
     def plain(value):
       if isinstance(value, bytes):
         return value.decode()
       return [plain(v) for v in value] if isinstance(value, list) else value
-    with open(out_path, "w") as f:
-      json.dump({k: plain(v.numpy().tolist()) for k, v in outputs.items()}, f)
+
+    def served_ops():
+      ops = [op.name for op in op_def_pb2.OpList.FromString(
+          c.TF_GetBuffer(c.TF_GetAllOpList())).op]
+      cpu = [op for op in ops if any(k.device_type in ("CPU", "DEFAULT")
+                                     for k in kernels.get_registered_kernels_for_op(op).kernel)]
+      return {"registered": ops, "cpu": cpu}
+
+    loaded = {}  # The last SavedModel, by its path and the time saved_model.pb was written.
+
+    def serve(export_path, signature, inputs):
+      key = (export_path, os.stat(os.path.join(export_path, "saved_model.pb")).st_mtime_ns)
+      if key not in loaded:
+        loaded.clear()
+        loaded[key] = tf.saved_model.load(export_path)
+      fn = loaded[key].signatures[signature]
+      specs = fn.structured_input_signature[1]
+      outputs = fn(**{k: tf.constant([base64.b64decode(t) for t in v], tf.string)
+                      if specs[k].dtype == tf.string else tf.constant(v, specs[k].dtype)
+                      for k, v in inputs.items()})
+      imported = [m for m in sys.modules
+                  if m.split(".")[0] in FORBIDDEN and m not in preloaded]
+      assert not imported, f"imported {imported}"  # Even where an ImportError was caught.
+      return {k: plain(v.numpy().tolist()) for k, v in outputs.items()}
+
+    for line in sys.stdin:
+      request = json.loads(line)
+      try:
+        answer = {"ok": served_ops() if request.get("ops") else serve(**request)}
+      except Exception:  # pylint: disable=broad-except
+        answer = {"error": traceback.format_exc()}
+      answers.write(json.dumps(answer) + "\\n")
+      answers.flush()
     """)
 
 
 @pytest.fixture(scope="session")
-def serve_in_fresh_process(tmp_path_factory):
-  """serve(export_path, {input: [text, ...]}, signature="serving_default") -> {output: list}:
-  the signature's outputs from a process that has only tensorflow and tensorflow_text (bytes
-  decoded as UTF-8); AssertionError with the process's last lines if it fails."""
-  tmp = tmp_path_factory.mktemp("fresh_process")
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-  env.pop("PYTHONPATH", None)
-  calls = itertools.count()
+def plain_tf_process(tmp_path_factory):
+  """ask(request: dict) -> the answer of the worker's process that has only tensorflow and
+  tensorflow_text (_PLAIN_PROCESS), started on the first request; AssertionError with the
+  process's error, or the last lines it logged, if it fails."""
+  tmp = tmp_path_factory.mktemp("plain_tf")
+  # A serving host's environment: no PYTHONPATH to the working tree, not the
+  # TF_USE_LEGACY_KERAS that importing bert_tf sets.
+  env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TF_USE_LEGACY_KERAS")}
+  env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+  log = tmp / "stderr.log"
+  processes = []
+
+  def ask(request: dict):
+    if not processes or processes[-1].poll() is not None:  # The first, or it died.
+      # Run from an empty folder: the working tree's packages are not importable from there.
+      with open(log, "a") as stderr:
+        processes.append(subprocess.Popen(
+            [sys.executable, "-c", _PLAIN_PROCESS], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=stderr, text=True, env=env, cwd=tmp))
+    process = processes[-1]
+    process.stdin.write(json.dumps(request) + "\n")
+    process.stdin.flush()
+    answered = select.select([process.stdout], [], [], 900)[0]
+    line = process.stdout.readline() if answered else ""
+    if not line:
+      process.kill()  # Dead or stuck: the next request starts another.
+      raise AssertionError(f"no answer; its log ends:\n{log.read_text()[-3000:]}")
+    answer = json.loads(line)
+    assert "error" not in answer, answer.get("error")
+    return answer["ok"]
+
+  yield ask
+  for process in processes:
+    process.kill()  # Nothing of it to keep: no need to wait for TensorFlow's shutdown.
+    process.wait()
+
+
+@pytest.fixture(scope="session")
+def serve_in_plain_tf(plain_tf_process):
+  """serve(export_path, {input: values}, signature="serving_default") -> {output: list}: the
+  signature's outputs from a process that has only tensorflow and tensorflow_text (text
+  outputs decoded as UTF-8). Text inputs are lists of str or bytes, others nested lists."""
 
   def serve(export_path: str, inputs: dict, signature: str = "serving_default") -> dict:
-    n = next(calls)
     encoded = {k: [base64.b64encode(t if isinstance(t, bytes) else t.encode()).decode()
-                   for t in v] for k, v in inputs.items()}
-    inputs_path, out_path = tmp / f"inputs_{n}.json", tmp / f"outputs_{n}.json"
-    inputs_path.write_text(json.dumps(encoded))
-    # Run from an empty folder: the working tree's packages are not importable from there.
-    result = subprocess.run([sys.executable, "-c", _FRESH_PROCESS, str(export_path), signature,
-                             str(inputs_path), str(out_path)], capture_output=True, text=True,
-                            timeout=900, env=env, cwd=tmp)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(out_path.read_text())
+                   for t in v] if all(isinstance(t, (str, bytes)) for t in v) else v
+               for k, v in inputs.items()}
+    return plain_tf_process({"export_path": str(export_path), "signature": signature,
+                             "inputs": encoded})
 
   return serve
 
 
-# The ops a process that imported only tensorflow and tensorflow_text registers, and those of
-# them with a kernel for the CPU (or for every device: DEFAULT), as JSON.
-_SERVED_OPS = textwrap.dedent("""
-    import json, sys
-    import tensorflow  # noqa: F401 (its core ops and kernels)
-    import tensorflow_text  # noqa: F401 (its ops)
-    from tensorflow.core.framework import op_def_pb2
-    from tensorflow.python.client import pywrap_tf_session as c
-    from tensorflow.python.framework import kernels
+# An entry point's runs one after another in one process (each start of Python, bert_tf and
+# TensorFlow costs seconds of CPU): each run with its flags parsed afresh, its stdout and stderr
+# in files of its own, and what the interpreter would do at its end done in its stead: a
+# SystemExit's message to stderr and its status; an exception's traceback, status 1.
+_CLI_RUNS = textwrap.dedent("""
+    import importlib, json, os, sys, traceback
+    from absl import flags
 
-    ops = [op.name for op in op_def_pb2.OpList.FromString(c.TF_GetBuffer(c.TF_GetAllOpList())).op]
-    cpu = [op for op in ops if any(k.device_type in ("CPU", "DEFAULT")
-                                   for k in kernels.get_registered_kernels_for_op(op).kernel)]
-    with open(sys.argv[1], "w") as f:
-      json.dump({"registered": ops, "cpu": cpu}, f)
+    module, runs, out = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
+    run = importlib.import_module(module).run
+    own = os.dup(1), os.dup(2)
+    statuses = []
+    for i, argv in enumerate(runs):
+      with open(f"{out}.{i}.stdout", "w") as stdout, open(f"{out}.{i}.stderr", "w") as stderr:
+        os.dup2(stdout.fileno(), 1)
+        os.dup2(stderr.fileno(), 2)
+        sys.argv = [module.rsplit(".", 1)[-1], *argv]
+        flags.FLAGS.unparse_flags()
+        try:
+          run()
+          statuses.append(0)
+        except SystemExit as e:
+          if isinstance(e.code, str):
+            print(e.code, file=sys.stderr)
+          statuses.append(e.code if isinstance(e.code, int) else int(e.code is not None))
+        except BaseException:  # pylint: disable=broad-except
+          traceback.print_exc()
+          statuses.append(1)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(own[0], 1)
+        os.dup2(own[1], 2)
+    with open(f"{out}.json", "w") as f:
+      json.dump(statuses, f)
     """)
+
+
+@pytest.fixture(scope="session")
+def cli_runs(tmp_path_factory):
+  """cli_runs(module, [flag, ...], ..., env=, cwd=) -> [CompletedProcess (returncode, stdout,
+  stderr) a run]: `python -m <module>` (a bert_tf.scripts entry point) with each list of
+  flags in turn, in one process (_CLI_RUNS); AssertionError with its stderr if that fails."""
+
+  def runs(module: str, *flag_lists, env=None, cwd=None) -> list[subprocess.CompletedProcess]:
+    out = tmp_path_factory.mktemp("cli_runs") / "run"
+    result = subprocess.run([sys.executable, "-c", _CLI_RUNS, module, json.dumps(flag_lists),
+                             str(out)], capture_output=True, text=True, timeout=900,
+                            env=env or dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), cwd=cwd)
+    assert result.returncode == 0, result.stderr[-3000:]
+    statuses = json.loads(out.with_name(out.name + ".json").read_text())
+    return [subprocess.CompletedProcess(
+        [module, *flags], status, *(out.with_name(f"{out.name}.{i}.{stream}").read_text()
+                                    for stream in ("stdout", "stderr")))
+            for i, (flags, status) in enumerate(zip(flag_lists, statuses))]
+
+  return runs
 
 
 def _must_compile(attr) -> bool:
@@ -167,7 +275,7 @@ def _called(nodes, library: dict) -> set[str]:
 
 
 @pytest.fixture(scope="session")
-def ops_outside_tf_serving(tmp_path_factory):
+def ops_outside_tf_serving(plain_tf_process):
   """ops_outside_tf_serving(saved_model_dir) -> [problem, ...], empty when stock TF Serving
   2.20 can load the SavedModel and run its graph on a CPU:
 
@@ -184,18 +292,12 @@ def ops_outside_tf_serving(tmp_path_factory):
   tensorflow_text 2.20 registers. TF Serving 2.20's model server links TensorFlow 2.20's core
   ops and kernels and tensorflow-text's ops_lib (its SUPPORTED_TENSORFLOW_OPS); the pip wheels
   register these, and a few Python-only extras of TensorFlow's, which would pass here unseen.
-  That registry is read once a session, in a fresh process, on the first call."""
+  That registry is read once a session, from the plain_tf_process, on the first call."""
   served = {}
 
   def check(saved_model_dir: str) -> list[str]:
     if not served:
-      out = tmp_path_factory.mktemp("served_ops") / "ops.json"
-      env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-      env.pop("PYTHONPATH", None)
-      result = subprocess.run([sys.executable, "-c", _SERVED_OPS, str(out)], capture_output=True,
-                              text=True, timeout=900, env=env, cwd=out.parent)
-      assert result.returncode == 0, result.stderr[-3000:]
-      served.update({k: set(v) for k, v in json.loads(out.read_text()).items()})
+      served.update({k: set(v) for k, v in plain_tf_process({"ops": True}).items()})
     with open(os.path.join(saved_model_dir, "saved_model.pb"), "rb") as f:
       saved_model = saved_model_pb2.SavedModel.FromString(f.read())
     problems = set()

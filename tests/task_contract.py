@@ -63,7 +63,7 @@ def _assert_close(a, b, where=""):
 
 
 def _plain(value):
-  """A tensor's tolist() with its bytes decoded, as serve_in_fresh_process answers."""
+  """A tensor's tolist() with its bytes decoded, as serve_in_plain_tf answers."""
   if isinstance(value, bytes):
     return value.decode()
   return [_plain(v) for v in value] if isinstance(value, list) else value
@@ -140,31 +140,38 @@ class TaskContract:
     metrics = task.evaluate(examples, padded)
     assert task.primary_metric in metrics and np.isfinite(metrics[task.primary_metric])
 
-  @pytest.mark.slow  # Tracing a serving graph takes seconds.
-  def test_warmup_requests_pass_the_signature(self, built, tokenizer):
-    task, examples, _, model = built
-    serve = task.serving_module(model, tokenizer).signatures()[tf_serving.TEXT_SIGNATURE]
+  @pytest.fixture(scope="class")
+  def serving(self, built, tokenizer):
+    """(its serving module, its signatures): traced once for the clauses that call them in
+    process (tracing a serving graph takes seconds)."""
+    task, _, _, model = built
+    module = task.serving_module(model, tokenizer)
+    return module, module.signatures()
+
+  @pytest.mark.slow
+  def test_warmup_requests_pass_the_signature(self, built, serving):
+    task, examples, _, _ = built
+    serve = serving[1][tf_serving.TEXT_SIGNATURE]
     for request in task.warmup_inputs(examples) + task.warmup_inputs():
       outputs = serve(**{k: tf.constant([v]) for k, v in request.items()})
       assert outputs and all(v.shape[0] == 1 for v in outputs.values()), request
 
   @pytest.fixture(scope="class")
-  def exported(self, built, tmp_path_factory, tokenizer):
-    """(its serving module, the warm-up requests, the export's path): one export a case, which
-    the clauses below share (exporting takes seconds)."""
-    task, examples, _, model = built
-    module = task.serving_module(model, tokenizer)
+  def exported(self, built, serving, tmp_path_factory):
+    """(the warm-up requests, the export's path): one export a case, which the clauses below
+    share (exporting takes seconds)."""
+    task, examples, _, _ = built
     requests = task.warmup_inputs(examples)
-    return module, requests, tf_serving.export(module, str(tmp_path_factory.mktemp("serving")),
-                                               requests)
+    return requests, tf_serving.export(serving[0], str(tmp_path_factory.mktemp("serving")),
+                                       requests)
 
   @pytest.mark.slow
-  def test_the_export_answers_in_a_process_without_bert_tf(self, exported,
-                                                          serve_in_fresh_process):
-    module, requests, path = exported
+  def test_the_export_answers_in_a_process_without_bert_tf(self, serving, exported,
+                                                          serve_in_plain_tf):
+    requests, path = exported
     inputs = {k: [r[k] for r in requests] for k in requests[0]}
-    served = serve_in_fresh_process(path, inputs)
-    expected = module.signatures()[tf_serving.TEXT_SIGNATURE](
+    served = serve_in_plain_tf(path, inputs)
+    expected = serving[1][tf_serving.TEXT_SIGNATURE](
         **{k: tf.constant(v) for k, v in inputs.items()})
     assert served.keys() == expected.keys()
     for key, value in expected.items():
@@ -174,12 +181,16 @@ class TaskContract:
       else:
         np.testing.assert_allclose(served[key], value, rtol=1e-5, atol=1e-5, err_msg=key)
 
+  @pytest.fixture(scope="class")
+  def loaded(self, exported):
+    """The export's signatures, loaded here once for the widths below."""
+    return tf.saved_model.load(exported[1]).signatures
+
   @pytest.mark.slow
   @pytest.mark.parametrize("width", [0, 8])
-  def test_every_signature_answers_an_empty_batch_with_empty_outputs(self, exported, width):
+  def test_every_signature_answers_an_empty_batch_with_empty_outputs(self, loaded, width):
     # 0 rows; a [batch, seq] input `width` wide (0: nothing at all, as an empty text batch packs).
-    signatures = tf.saved_model.load(exported[2]).signatures
-    for name, serve in signatures.items():
+    for name, serve in loaded.items():
       inputs = {key: tf.zeros([0] + [width if d is None else d for d in spec.shape[1:]],
                               spec.dtype)
                 for key, spec in serve.structured_input_signature[1].items()}
@@ -190,5 +201,5 @@ class TaskContract:
 
   @pytest.mark.slow
   def test_every_exported_op_is_one_tf_serving_links(self, exported, ops_outside_tf_serving):
-    problems = ops_outside_tf_serving(exported[2])
+    problems = ops_outside_tf_serving(exported[1])
     assert not problems, problems

@@ -2,7 +2,6 @@
 tensorflow and tensorflow_text, equality with the in-process model, bad text; the Classify and
 Regress APIs' signatures, fed requests of tensorflow-serving-api's own protos as the server
 feeds them."""
-import json
 import os
 import shutil
 import subprocess
@@ -51,43 +50,6 @@ REFERENCE_PREDICTION_LOG = bytes.fromhex(
     "325a0a580a170a04626572741a0f73657276696e675f64656661756c7412200a06746578745f611216080712"
     "0412020802420568656c6c6f4205636166c3a9121b0a06746578745f621211080712041202080242004205"
     "776f726c64")
-
-# Runs in a fresh interpreter that may import tensorflow and tensorflow_text only.
-FRESH_PROCESS = textwrap.dedent("""
-    import json, sys
-    import numpy as np
-    import tensorflow as tf
-    import tensorflow_text  # noqa: F401 (registers the tokenizer's ops)
-
-    class Forbid:
-      def find_spec(self, name, *args):
-        if name.split(".")[0] in ("bert_tf", "export", "official", "tf_keras", "tfrecords"):
-          raise ImportError(f"the SavedModel needed {name}")
-    sys.meta_path.insert(0, Forbid())
-
-    export_path, inputs_path, out_path = sys.argv[1:]
-    with open(inputs_path) as f:
-      inputs = json.load(f)
-    model = tf.saved_model.load(export_path)
-    text = model.signatures["serving_default"]
-    ids = model.signatures["serve_token_ids"]
-    out = {}
-    def run(name, fn, **kw):
-      out[name] = {k: v.numpy().tolist() for k, v in fn(**kw).items()}
-      out[name]["label"] = [l.decode() if isinstance(l, bytes) else l
-                            for l in out[name]["label"]]
-    run("text", text, text_a=tf.constant(inputs["text_a"]), text_b=tf.constant(inputs["text_b"]))
-    run("one", text, text_a=tf.constant(inputs["text_a"][:1]),
-        text_b=tf.constant(inputs["text_b"][:1]))
-    # Invalid UTF-8 bytes: dropped, as the tokenizer drops U+FFFD.
-    run("invalid", text, text_a=tf.constant([b"The cat\\xff\\xfe sat on the mat.\\xc3"]),
-        text_b=tf.constant([b"A cat is \\x80sitting."]))
-    run("ids", ids, **{k: tf.constant(v, tf.int32) for k, v in inputs["ids"].items()})
-    out["modules"] = sorted(m for m in sys.modules
-                            if m.split(".")[0] in ("bert_tf", "official", "tf_keras"))
-    with open(out_path, "w") as f:
-      json.dump(out, f)
-    """)
 
 
 @pytest.fixture(scope="module")
@@ -217,21 +179,16 @@ def test_warmup_requests_are_the_dev_examples(exported):
 
 
 @pytest.mark.slow
-def test_fresh_process_predicts_as_the_in_process_model(exported, tmp_path):
+def test_fresh_process_predicts_as_the_in_process_model(exported, serve_in_plain_tf):
   _, _, path, model, tokenizer = exported
   features = _features(tokenizer, PAIRS)
+  text = lambda pairs: serve_in_plain_tf(path, {"text_a": [a for a, _ in pairs],
+                                                "text_b": [b for _, b in pairs]})
   ids = {name: ids.tolist() for name, ids in _packed_features(features).items()}
-  with open(tmp_path / "inputs.json", "w") as f:
-    json.dump({"text_a": [a for a, _ in PAIRS], "text_b": [b for _, b in PAIRS], "ids": ids}, f)
-  script = tmp_path / "fresh.py"
-  script.write_text(FRESH_PROCESS)
-  result = subprocess.run([sys.executable, str(script), path, str(tmp_path / "inputs.json"),
-                           str(tmp_path / "out.json")], capture_output=True, text=True,
-                          timeout=900, env=SERVING_ENV, cwd=tmp_path)
-  assert result.returncode == 0, result.stderr[-3000:]
-  with open(tmp_path / "out.json") as f:
-    out = json.load(f)
-  assert out["modules"] == []
+  out = {"text": text(PAIRS), "one": text(PAIRS[:1]),
+         # Invalid UTF-8 bytes: dropped, as the tokenizer drops U+FFFD.
+         "invalid": text([(b"The cat\xff\xfe sat on the mat.\xc3", b"A cat is \x80sitting.")]),
+         "ids": serve_in_plain_tf(path, ids, "serve_token_ids")}
 
   expected = _in_process_logits(model, features)
   # The logits differ between inputs: equality below is not that of a constant model.
@@ -321,26 +278,43 @@ def test_regression_and_single_text_signatures(exported, tmp_path):
   np.testing.assert_allclose(expected, out["label"], atol=1e-5)
 
 
+# saved_model_cli show, then run, in one process (each start of TensorFlow costs seconds): run
+# needs tensorflow-text's ops registered, imported in between, so show runs without them.
+SAVED_MODEL_CLI = textwrap.dedent("""
+    import sys
+    from absl import flags
+    from tensorflow.python.tools import saved_model_cli
+
+    def cli(*args):
+      sys.argv = ["saved_model_cli", *args]
+      flags.FLAGS.unparse_flags()  # Parsed afresh, as in a process of its own.
+      try:
+        saved_model_cli.main()
+      except SystemExit as e:
+        if e.code:
+          raise
+      print("--- saved_model_cli done", flush=True)
+
+    path = sys.argv[1]
+    cli("show", "--dir", path, "--all")
+    import tensorflow_text  # noqa: F401
+    cli("run", "--dir", path, "--tag_set", "serve", "--signature_def", "serving_default",
+        "--input_exprs", 'text_a=["The cat sat on the mat."];text_b=["A cat is sitting."]')
+    """)
+
+
 @pytest.mark.slow
 def test_saved_model_cli_show_and_run(exported):
   _, _, path, model, tokenizer = exported
-  show = subprocess.run([os.path.join(os.path.dirname(sys.executable), "saved_model_cli"),
-                         "show", "--dir", path, "--all"], capture_output=True, text=True,
-                        timeout=900, env=SERVING_ENV)
-  assert show.returncode == 0, show.stderr[-2000:]
-  assert "signature_def['serving_default']" in show.stdout
-  assert "inputs['text_b']" in show.stdout and "outputs['probabilities']" in show.stdout
-  # saved_model_cli run needs tensorflow-text's ops registered: import it first.
-  run = subprocess.run(
-      [sys.executable, "-c", "import sys, tensorflow_text; from tensorflow.python.tools import "
-       "saved_model_cli; sys.argv[0] = 'saved_model_cli'; saved_model_cli.main()",
-       "run", "--dir", path, "--tag_set", "serve", "--signature_def", "serving_default",
-       "--input_exprs", 'text_a=["The cat sat on the mat."];text_b=["A cat is sitting."]'],
-      capture_output=True, text=True, timeout=900, env=SERVING_ENV)
-  assert run.returncode == 0, run.stderr[-2000:]
+  result = subprocess.run([sys.executable, "-c", SAVED_MODEL_CLI, path], capture_output=True,
+                          text=True, timeout=900, env=SERVING_ENV)
+  assert result.returncode == 0, result.stderr[-2000:]
+  show, run, _ = result.stdout.split("--- saved_model_cli done\n")
+  assert "signature_def['serving_default']" in show
+  assert "inputs['text_b']" in show and "outputs['probabilities']" in show
   expected = _in_process_logits(model, _features(tokenizer, PAIRS[:1]))
   label = LABELS[int(np.argmax(expected[0]))]
-  assert f"Result for output key label:\n[b'{label}']" in run.stdout
+  assert f"Result for output key label:\n[b'{label}']" in run
 
 
 @pytest.mark.slow

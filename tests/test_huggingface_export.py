@@ -9,8 +9,6 @@ says how): a tiny BertModel and BertFor* folder of each class, with its outputs 
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -30,7 +28,6 @@ from toys import (MINILM, classifier_runner, make_conll, make_squad, make_sst2, 
                   toy_args)
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "hf_heads")
-ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
 ONE_DEVICE = distribute.get_strategy("one_device")
 SEQ = 32  # The toy tasks' max_seq_length: the fixtures' max_position_embeddings is 64.
 
@@ -286,27 +283,22 @@ def test_heads_transformers_has_no_class_for_are_refused(tmp_path):
   assert not os.path.exists(tmp_path / "hf")
 
 
-def _export_cli(*flags):
-  return subprocess.run(
-      [sys.executable, "-m", "bert_tf.scripts.export_saved_model", "--format=huggingface",
-       *flags], capture_output=True, text=True, timeout=900, env=ENV)
-
-
 @pytest.mark.slow
-def test_the_command_writes_the_folder_and_refuses_in_one_line(tmp_path):
+def test_the_command_writes_the_folder_and_refuses_in_one_line(tmp_path, cli_runs):
   out = tmp_path / "hf"
-  done = _export_cli(f"--init_checkpoint={_fixture('sequence_classification')}",
-                     f"--export_dir={out}")
+  classifier = f"--init_checkpoint={_fixture('sequence_classification')}"
+  done, again, roberta = cli_runs(
+      "bert_tf.scripts.export_saved_model",
+      ["--format=huggingface", classifier, f"--export_dir={out}"],
+      ["--format=huggingface", classifier, f"--export_dir={out}"],
+      ["--format=huggingface", f"--init_checkpoint={_fixture('roberta')}",
+       f"--export_dir={tmp_path / 'roberta'}"])
   assert done.returncode == 0, done.stderr[-2000:]
   _assert_same_folder(str(out), _fixture("sequence_classification"))
   assert not [p for p in os.listdir(tmp_path) if ".tmp" in p]
-  again = _export_cli(f"--init_checkpoint={_fixture('sequence_classification')}",
-                      f"--export_dir={out}")
   assert again.returncode != 0
   last = again.stderr.strip().splitlines()[-1]
   assert "already exists" in last and "Traceback" not in again.stderr
-  roberta = _export_cli(f"--init_checkpoint={_fixture('roberta')}",
-                        f"--export_dir={tmp_path / 'roberta'}")
   assert roberta.returncode != 0 and "Traceback" not in roberta.stderr
   assert "model_type 'roberta' is not supported" in roberta.stderr.strip().splitlines()[-1]
   assert not os.path.exists(tmp_path / "roberta")

@@ -322,7 +322,7 @@ def test_sentence_tags_are_the_tasks(model, tokenizer, serve):
 
 
 @pytest.mark.slow
-def test_export_answers_the_same(tmp_path, serving, serve, serve_in_fresh_process):
+def test_export_answers_the_same(tmp_path, serving, serve, serve_in_plain_tf):
   """Exported in TF Serving's layout with the task's warm-up requests, then loaded here and in
   a process that imports only tensorflow and tensorflow_text: the same outputs."""
   samples = NerTask(NerConfig(labels=LABELS)).warmup_inputs()
@@ -336,7 +336,7 @@ def test_export_answers_the_same(tmp_path, serving, serve, serve_in_fresh_proces
   texts = _bytes(TEXTS + ODD_TEXTS)
   here = _run(serve, texts)
   loaded = _run(tf.saved_model.load(path).signatures["serving_default"], texts)
-  elsewhere = serve_in_fresh_process(path, {"text": texts})
+  elsewhere = serve_in_plain_tf(path, {"text": texts})
   assert here.keys() == loaded.keys() == elsewhere.keys()
   for name, value in here.items():
     assert loaded[name].tolist() == value.tolist() == elsewhere[name], name

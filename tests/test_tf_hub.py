@@ -33,13 +33,6 @@ POSITIONS = [[1, 2], [3, 0], [1, 1]]
 ATOL = 1e-5
 
 
-def _export_saved_model(*flags: str) -> subprocess.Popen:
-  """The entry point, started: `export_saved_model --format=tf_hub <flags>`."""
-  return subprocess.Popen([sys.executable, "-m", "bert_tf.scripts.export_saved_model",
-                           "--format=tf_hub", *flags], stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True, env=ENV, cwd=ROOT)
-
-
 def _packed(tokenizer, length: int, *texts) -> dict:
   """Our serving graphs' packing of `texts` (TextPacker, which cuts a batch to its longest),
   padded back to `length`: a Hub preprocessor's inputs are [batch, seq_length]."""
@@ -49,9 +42,11 @@ def _packed(tokenizer, length: int, *texts) -> dict:
 
 
 @pytest.fixture(scope="module")
-def ours(tmp_path_factory, tiny_bert_config, vocab_file, tokenizer):
+def ours(tmp_path_factory, tiny_bert_config, vocab_file, tokenizer, cli_runs):
   """A fresh tiny pretrainer saved as our checkpoint (bert_config.json and vocab.txt beside
-  it), its TF Hub export by the entry point, and a batch of the encoder's inputs."""
+  it), its TF Hub export by the entry point, a batch of the encoder's inputs, and the entry
+  point's run on that export with a user's mistake (`refused`, for
+  test_a_users_mistake_is_one_line: one process for both runs)."""
   tmp = tmp_path_factory.mktemp("tf_hub")
   tf_keras.utils.set_random_seed(0)  # Its weights the same each run: the fine-tuning test's.
   model = pretrainer_lib.build_pretrainer(tiny_bert_config, SEQ, 2, nsp=False)
@@ -59,11 +54,16 @@ def ours(tmp_path_factory, tiny_bert_config, vocab_file, tokenizer):
   tiny_bert_config.to_json_file(str(tmp / "ckpt" / "bert_config.json"))
   shutil.copy(vocab_file, tmp / "ckpt" / "vocab.txt")
   paths = {name: str(tmp / "hub" / name) for name in ("encoder", "preprocessor")}
-  out, err = _export_saved_model(f"--init_checkpoint={prefix}", f"--export_dir={tmp / 'hub'}",
-                                 f"--max_seq_length={SEQ}").communicate(timeout=900)
-  assert out.splitlines()[-2:] == [f"{name}: {path}" for name, path in paths.items()], err
+  exported, refused = cli_runs(
+      "bert_tf.scripts.export_saved_model",
+      ["--format=tf_hub", f"--init_checkpoint={prefix}", f"--export_dir={tmp / 'hub'}",
+       f"--max_seq_length={SEQ}"],
+      ["--format=tf_hub", f"--init_checkpoint={paths['encoder']}", "--do_lower_case=False",
+       f"--max_seq_length={SEQ}", f"--export_dir={tmp / 'refused'}"], env=ENV, cwd=ROOT)
+  assert exported.stdout.splitlines()[-2:] == [
+      f"{name}: {path}" for name, path in paths.items()], exported.stderr
   inputs = _packed(tokenizer, SEQ, TEXTS)
-  return dict(model=model, paths=paths, inputs=inputs, tmp=tmp)
+  return dict(model=model, paths=paths, inputs=inputs, tmp=tmp, refused=refused)
 
 
 def _encoder_outputs(model, inputs) -> dict:
@@ -237,20 +237,15 @@ def test_fine_tuning_starts_from_a_hub_encoder(ours, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_users_mistake_is_one_line(ours, tmp_path):
+def test_a_users_mistake_is_one_line(ours):
   encoder, preprocessor = ours["paths"]["encoder"], ours["paths"]["preprocessor"]
-  runs = {
-      f"{encoder}/assets/vocab.txt: do_lower_case=False contradicts the do_lower_case variable "
-      f"of {encoder}, which says do_lower_case=True (the model is uncased); pass "
-      "--do_lower_case=True": [f"--init_checkpoint={encoder}", "--do_lower_case=False",
-                               f"--max_seq_length={SEQ}", f"--export_dir={tmp_path / 'x'}"],
-  }
-  procs = {message: _export_saved_model(*flags) for message, flags in runs.items()}
-  for message, proc in procs.items():
-    _, err = proc.communicate(timeout=900)
-    assert proc.returncode == 1, err[-3000:]
-    assert err.strip().splitlines()[-1] == f"export_saved_model: error: {message}"
-  assert not (tmp_path / "x").exists()
+  refused = ours["refused"]
+  assert refused.returncode == 1, refused.stderr[-3000:]
+  assert refused.stderr.strip().splitlines()[-1] == (
+      f"export_saved_model: error: {encoder}/assets/vocab.txt: do_lower_case=False contradicts "
+      f"the do_lower_case variable of {encoder}, which says do_lower_case=True (the model is "
+      "uncased); pass --do_lower_case=True")
+  assert not (ours["tmp"] / "refused").exists()
   with pytest.raises(ValueError, match=f"^{preprocessor}: a SavedModel without a BERT "
                      "encoder's word_embeddings/embeddings, not a TF Hub BERT encoder$"):
     checkpoints.load_encoder(preprocessor)

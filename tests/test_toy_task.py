@@ -131,7 +131,7 @@ class TestSentenceScoreContract(TaskContract):
 
 
 @pytest.mark.slow
-def test_the_toy_task_trains_exports_and_serves(tmp_path, vocab_file, serve_in_fresh_process):
+def test_the_toy_task_trains_exports_and_serves(tmp_path, vocab_file, serve_in_plain_tf):
   inputs = make_scores(tmp_path / "data")
   task = finetuning.build("sentence_score", {"max_seq_length": 16}, **inputs)
   args = runner.RunArgs(output_dir=str(tmp_path / "out"), vocab_file=vocab_file,
@@ -150,7 +150,7 @@ def test_the_toy_task_trains_exports_and_serves(tmp_path, vocab_file, serve_in_f
   again = saved_model.export_from_output_dir(str(tmp_path / "out"), str(tmp_path / "serving"),
                                              data=inputs["data_dir"])
   assert [os.path.basename(p) for p in (results["export_path"], again)] == ["1", "2"]
-  served = serve_in_fresh_process(again, {"sentence": [text for text, _ in predicted]})
+  served = serve_in_plain_tf(again, {"sentence": [text for text, _ in predicted]})
   np.testing.assert_allclose(served["score"], [float(s) for _, s in predicted], atol=1e-4)
 
 

@@ -67,9 +67,10 @@ def make_stsb(data_dir, seed=0):
 
 
 def tiny_config(path) -> str:
+  path = str(path)  # A pathlib path too; the config's writer takes a str.
   BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
              intermediate_size=64, max_position_embeddings=64).to_json_file(path)
-  return str(path)
+  return path
 
 
 # The run_classifier flags that make the task (its settings, and its data_dir); the others
