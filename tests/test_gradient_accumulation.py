@@ -168,7 +168,8 @@ def test_a_killed_run_resumes_bit_for_bit_and_with_another_accumulation(data):
 
 def test_fp16_an_overflowing_micro_batch_skips_the_whole_update(data):
   """Loss scaling decides once per update: one micro-batch of two with an infinite gradient
-  skips the update (the weights stay) and halves the scale once; both overflowing, once too."""
+  skips the update (the weights stay) and halves the scale once; both overflowing, once too.
+  One run of three updates: clean, the second micro-batch poisoned, both."""
   [batch] = datasets.pretraining_dataset(data["records"], SEQ, PREDS, 8, True, seed=1).take(1)
 
   @tf.custom_gradient
@@ -181,37 +182,32 @@ def test_fp16_an_overflowing_micro_batch_skips_the_whole_update(data):
     outputs = dict(outputs, nsp_logits=poison(outputs["nsp_logits"], poisoned))
     return pretrainer.pretraining_loss(features, outputs, counts=counts)
 
-  def one_update(poisoned_rows):
+  def poisoned(rows):
     ids = batch["input_word_ids"].numpy()
-    ids[poisoned_rows, 1] = 0
-    features = dict(batch, input_word_ids=tf.constant(ids))
-    out = str(data["root"] / f"fp16-{'-'.join(map(str, poisoned_rows)) or 'none'}")
-    holder = {}
-
-    def optimizer_fn():
-      holder["optimizer"] = optimization.create_optimizer(1e-3, 6, 0, loss_scaling=True)
-      return holder["optimizer"]
-    models = []
-    loop.train(distribute.get_strategy("one_device"),
-               lambda: models.append(pretrainer.build_pretrainer(CONFIG, SEQ, PREDS)) or
-               models[-1], optimizer_fn, loss_fn,
-               lambda ctx: tf.data.Dataset.from_tensors(features).repeat(), out, 1,
-               steps_per_loop=1, init_fn=lambda m: checkpoints.load_into_pretrainer(
-                   m, data["init"]), count_fn=pretrainer.pretraining_loss_counts,
-               micro_batches=2)
-    return (float(holder["optimizer"].loss_scale),
-            checkpoint_values(os.path.join(out, "ckpt-1")))
-
-  initial = checkpoint_values(data["init"])
-  scale, clean = one_update([])
-  assert scale == 2.0 ** 15
-  assert any(not np.array_equal(initial[k], clean[k]) for k in initial if k in clean)
-  for rows in ([5], [1, 6]):  # The second micro-batch; both.
-    scale, values = one_update(rows)
-    assert scale == 2.0 ** 14, rows
-    for key in initial:
-      if key in values and "optimizer" not in key:
-        np.testing.assert_array_equal(values[key], initial[key], err_msg=key)
+    ids[rows, 1] = 0
+    return tf.data.Dataset.from_tensors(dict(batch, input_word_ids=tf.constant(ids)))
+  updates = [[], [5], [1, 6]]  # Rows 0-3 are the first micro-batch, 4-7 the second.
+  batches = poisoned(updates[0]).concatenate(poisoned(updates[1])).concatenate(
+      poisoned(updates[2]))
+  out = data["root"] / "fp16"
+  loop.train(distribute.get_strategy("one_device"),
+             lambda: pretrainer.build_pretrainer(CONFIG, SEQ, PREDS),
+             lambda: optimization.create_optimizer(1e-3, 6, 0, loss_scaling=True), loss_fn,
+             lambda ctx: batches, str(out), len(updates), steps_per_loop=1,
+             save_checkpoints_steps=1,
+             init_fn=lambda m: checkpoints.load_into_pretrainer(m, data["init"]),
+             count_fn=pretrainer.pretraining_loss_counts, micro_batches=2)
+  scale = "optimizer/loss_scale/current_loss_scale/.ATTRIBUTES/VARIABLE_VALUE"
+  values = [checkpoint_values(data["init"])] + [
+      checkpoint_values(str(out / f"ckpt-{step}")) for step in (1, 2, 3)]
+  assert values[1][scale] == 2.0 ** 15
+  assert any(not np.array_equal(values[0][k], values[1][k]) for k in values[0]
+             if k in values[1])
+  for step, rows in enumerate(updates[1:], 2):
+    assert values[step][scale] == values[step - 1][scale] / 2, rows
+    for key in values[0]:
+      if key in values[step] and "optimizer" not in key:
+        np.testing.assert_array_equal(values[step][key], values[step - 1][key], err_msg=key)
 
 
 @pytest.mark.slow
