@@ -47,10 +47,11 @@ def _gfile(path: str):
 
 
 @contextlib.contextmanager
-def temporary_path(path: str, tag: str | None = None) -> Iterator[str]:
+def temporary_path(path: str | os.PathLike, tag: str | None = None) -> Iterator[str]:
   """Yields `<path>.tmp-<tag>` (the process id by default) for the block to write (a file or a
   folder); renamed to `path` (replacing a file) when the block succeeds, removed when it fails.
-  Creates the folder it is in."""
+  Creates the folder it is in. `path` may be an os.PathLike, as tf.io.gfile takes."""
+  path = os.fspath(path)
   gfile = _gfile(path)
   if os.path.dirname(path):
     gfile.makedirs(os.path.dirname(path))
@@ -66,7 +67,7 @@ def temporary_path(path: str, tag: str | None = None) -> Iterator[str]:
   gfile.rename(tmp, path, overwrite=True)
 
 
-def write_text(path: str, text: str) -> None:
+def write_text(path: str | os.PathLike, text: str) -> None:
   """Writes `text` to `path` whole (see `temporary_path`)."""
   with temporary_path(path) as tmp:
     with _gfile(tmp).GFile(tmp, "w") as f:
