@@ -15,11 +15,11 @@ Fixtures:
   plain_tf_process         the worker's process that may import only tensorflow and
                            tensorflow_text, which the two below ask
   serve_in_plain_tf        runs an exported SavedModel's signature there
-  cli_runs                 an entry point's runs (flags each) in one process
   ops_outside_tf_serving   what in a SavedModel stock TF Serving 2.20 could not run: ops it
                            does not link, graphs that need XLA
 
-Toy data lives in `toys.py` (fine-tuning) and `tiny_pretraining.py`. Tests that take more
+Toy data lives in `toys.py` (fine-tuning) and `tiny_pretraining.py`; `entry_points.py` runs an
+entry point several times in one process, each run as a user would see it. Tests that take more
 than a few seconds are marked `slow`: `pytest -m "not slow"` is the fast tier.
 """
 import base64
@@ -43,6 +43,16 @@ from toys import VOCAB
 def pytest_configure(config):
   config.addinivalue_line("markers", "slow: takes more than a few seconds (trains, exports "
                           "or starts processes); `-m 'not slow'` leaves it out")
+
+
+def pytest_collection_modifyitems(items):
+  """The files with the most slow tests first, each file's tests in their own order: `make
+  test`'s two workers take a file at a time in this order (--dist loadfile), and a long file
+  started last would keep one worker busy while the other idles."""
+  slow = {}
+  for item in items:
+    slow[item.path] = slow.get(item.path, 0) + (item.get_closest_marker("slow") is not None)
+  items.sort(key=lambda item: -slow[item.path])
 
 
 @pytest.fixture(scope="session")
@@ -199,64 +209,6 @@ def serve_in_plain_tf(plain_tf_process):
                              "inputs": encoded})
 
   return serve
-
-
-# An entry point's runs one after another in one process (each start of Python, bert_tf and
-# TensorFlow costs seconds of CPU): each run with its flags parsed afresh, its stdout and stderr
-# in files of its own, and what the interpreter would do at its end done in its stead: a
-# SystemExit's message to stderr and its status; an exception's traceback, status 1.
-_CLI_RUNS = textwrap.dedent("""
-    import importlib, json, os, sys, traceback
-    from absl import flags
-
-    module, runs, out = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
-    run = importlib.import_module(module).run
-    own = os.dup(1), os.dup(2)
-    statuses = []
-    for i, argv in enumerate(runs):
-      with open(f"{out}.{i}.stdout", "w") as stdout, open(f"{out}.{i}.stderr", "w") as stderr:
-        os.dup2(stdout.fileno(), 1)
-        os.dup2(stderr.fileno(), 2)
-        sys.argv = [module.rsplit(".", 1)[-1], *argv]
-        flags.FLAGS.unparse_flags()
-        try:
-          run()
-          statuses.append(0)
-        except SystemExit as e:
-          if isinstance(e.code, str):
-            print(e.code, file=sys.stderr)
-          statuses.append(e.code if isinstance(e.code, int) else int(e.code is not None))
-        except BaseException:  # pylint: disable=broad-except
-          traceback.print_exc()
-          statuses.append(1)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os.dup2(own[0], 1)
-        os.dup2(own[1], 2)
-    with open(f"{out}.json", "w") as f:
-      json.dump(statuses, f)
-    """)
-
-
-@pytest.fixture(scope="session")
-def cli_runs(tmp_path_factory):
-  """cli_runs(module, [flag, ...], ..., env=, cwd=) -> [CompletedProcess (returncode, stdout,
-  stderr) a run]: `python -m <module>` (a bert_tf.scripts entry point) with each list of
-  flags in turn, in one process (_CLI_RUNS); AssertionError with its stderr if that fails."""
-
-  def runs(module: str, *flag_lists, env=None, cwd=None) -> list[subprocess.CompletedProcess]:
-    out = tmp_path_factory.mktemp("cli_runs") / "run"
-    result = subprocess.run([sys.executable, "-c", _CLI_RUNS, module, json.dumps(flag_lists),
-                             str(out)], capture_output=True, text=True, timeout=900,
-                            env=env or dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), cwd=cwd)
-    assert result.returncode == 0, result.stderr[-3000:]
-    statuses = json.loads(out.with_name(out.name + ".json").read_text())
-    return [subprocess.CompletedProcess(
-        [module, *flags], status, *(out.with_name(f"{out.name}.{i}.{stream}").read_text()
-                                    for stream in ("stdout", "stderr")))
-            for i, (flags, status) in enumerate(zip(flag_lists, statuses))]
-
-  return runs
 
 
 def _must_compile(attr) -> bool:

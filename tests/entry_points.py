@@ -34,17 +34,17 @@ ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
 
 
 def run_cases(module: str, cases: list[list[str]], env: dict | None = None,
-              timeout: float = 900) -> list[subprocess.CompletedProcess]:
+              cwd: str | None = None, timeout: float = 900) -> list[subprocess.CompletedProcess]:
   """`python -m <module> <argv>` for each argv of `cases`, in order, in one new process (env:
-  its environment, TF_CPP_MIN_LOG_LEVEL=2 by default); AssertionError with the driver's stderr
-  if the driver itself fails."""
+  its environment, TF_CPP_MIN_LOG_LEVEL=2 by default; cwd: its working folder);
+  AssertionError with the driver's stderr if the driver itself fails."""
   with tempfile.TemporaryDirectory() as tmp:
     cases_file, results_file = os.path.join(tmp, "cases.json"), os.path.join(tmp, "results.json")
     with open(cases_file, "w", encoding="utf-8") as f:
       json.dump(cases, f)
     driver = subprocess.run([sys.executable, __file__, module, cases_file, results_file],
                             capture_output=True, text=True, timeout=timeout,
-                            env=ENV if env is None else env)
+                            env=ENV if env is None else env, cwd=cwd)
     assert driver.returncode == 0 and os.path.exists(results_file), driver.stderr[-3000:]
     with open(results_file, encoding="utf-8") as f:
       results = json.load(f)

@@ -22,6 +22,7 @@ from bert_tf.modeling.encoder import build_encoder
 from bert_tf.finetuning import runner
 from bert_tf.training import distribute
 from export import huggingface
+from entry_points import run_cases
 import tiny_pretraining
 from tiny_pretraining import write_init_checkpoint
 from toys import (MINILM, classifier_runner, make_conll, make_squad, make_sst2, make_stsb,
@@ -284,15 +285,15 @@ def test_heads_transformers_has_no_class_for_are_refused(tmp_path):
 
 
 @pytest.mark.slow
-def test_the_command_writes_the_folder_and_refuses_in_one_line(tmp_path, cli_runs):
+def test_the_command_writes_the_folder_and_refuses_in_one_line(tmp_path):
   out = tmp_path / "hf"
   classifier = f"--init_checkpoint={_fixture('sequence_classification')}"
-  done, again, roberta = cli_runs(
+  done, again, roberta = run_cases(
       "bert_tf.scripts.export_saved_model",
-      ["--format=huggingface", classifier, f"--export_dir={out}"],
-      ["--format=huggingface", classifier, f"--export_dir={out}"],
-      ["--format=huggingface", f"--init_checkpoint={_fixture('roberta')}",
-       f"--export_dir={tmp_path / 'roberta'}"])
+      [["--format=huggingface", classifier, f"--export_dir={out}"],
+       ["--format=huggingface", classifier, f"--export_dir={out}"],
+       ["--format=huggingface", f"--init_checkpoint={_fixture('roberta')}",
+        f"--export_dir={tmp_path / 'roberta'}"]])
   assert done.returncode == 0, done.stderr[-2000:]
   _assert_same_folder(str(out), _fixture("sequence_classification"))
   assert not [p for p in os.listdir(tmp_path) if ".tmp" in p]

@@ -9,6 +9,7 @@ import shutil
 import numpy as np
 import pytest
 
+from entry_points import run_cases
 from export import saved_model
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "fixtures", "classifier_4a9272d")
@@ -43,7 +44,7 @@ def _then(old) -> np.ndarray:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory, cli_runs) -> dict:
+def runs(tmp_path_factory) -> dict:
   """run_classifier on copies of the fixture, in one process (each start costs seconds):
   predicting on one, its test_results.tsv removed; on another, its last checkpoint removed,
   resuming in another batch order (refused), then in its own (resumed)."""
@@ -58,11 +59,11 @@ def runs(tmp_path_factory, cli_runs) -> dict:
   model_files = [f"--bert_config_file={out / 'bert_config.json'}",
                  f"--vocab_file={out / 'vocab.txt'}"]
   # Its batches were grouped by length, the only order then: resuming in another is refused.
-  predicted, refused, resumed = cli_runs(
+  predicted, refused, resumed = run_cases(
       "bert_tf.scripts.run_classifier",
-      _flags(predicting, "--task_name=SST-2", "--do_predict"),
-      _flags(resuming, *TRAINING, *model_files),
-      _flags(resuming, *TRAINING, *model_files, "--group_by_length"), env=ENV)
+      [_flags(predicting, "--task_name=SST-2", "--do_predict"),
+       _flags(resuming, *TRAINING, *model_files),
+       _flags(resuming, *TRAINING, *model_files, "--group_by_length")], env=ENV)
   return dict(predicting=predicting, predicted=predicted, resuming=resuming, refused=refused,
               resumed=resumed)
 

@@ -23,6 +23,7 @@ from bert_tf.modeling import pretrainer as pretrainer_lib
 from bert_tf.finetuning.inputs import TextPacker
 from bert_tf.tokenization import FullTokenizer
 from export import tf_hub
+from entry_points import run_cases
 from toys import classifier_runner, make_sst2
 
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
@@ -42,7 +43,7 @@ def _packed(tokenizer, length: int, *texts) -> dict:
 
 
 @pytest.fixture(scope="module")
-def ours(tmp_path_factory, tiny_bert_config, vocab_file, tokenizer, cli_runs):
+def ours(tmp_path_factory, tiny_bert_config, vocab_file, tokenizer):
   """A fresh tiny pretrainer saved as our checkpoint (bert_config.json and vocab.txt beside
   it), its TF Hub export by the entry point, a batch of the encoder's inputs, and the entry
   point's run on that export with a user's mistake (`refused`, for
@@ -54,12 +55,12 @@ def ours(tmp_path_factory, tiny_bert_config, vocab_file, tokenizer, cli_runs):
   tiny_bert_config.to_json_file(str(tmp / "ckpt" / "bert_config.json"))
   shutil.copy(vocab_file, tmp / "ckpt" / "vocab.txt")
   paths = {name: str(tmp / "hub" / name) for name in ("encoder", "preprocessor")}
-  exported, refused = cli_runs(
+  exported, refused = run_cases(
       "bert_tf.scripts.export_saved_model",
-      ["--format=tf_hub", f"--init_checkpoint={prefix}", f"--export_dir={tmp / 'hub'}",
-       f"--max_seq_length={SEQ}"],
-      ["--format=tf_hub", f"--init_checkpoint={paths['encoder']}", "--do_lower_case=False",
-       f"--max_seq_length={SEQ}", f"--export_dir={tmp / 'refused'}"], env=ENV, cwd=ROOT)
+      [["--format=tf_hub", f"--init_checkpoint={prefix}", f"--export_dir={tmp / 'hub'}",
+        f"--max_seq_length={SEQ}"],
+       ["--format=tf_hub", f"--init_checkpoint={paths['encoder']}", "--do_lower_case=False",
+        f"--max_seq_length={SEQ}", f"--export_dir={tmp / 'refused'}"]], env=ENV, cwd=ROOT)
   assert exported.stdout.splitlines()[-2:] == [
       f"{name}: {path}" for name, path in paths.items()], exported.stderr
   inputs = _packed(tokenizer, SEQ, TEXTS)
