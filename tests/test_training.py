@@ -81,7 +81,7 @@ def test_a_finished_run_is_not_trained_further(runs):
 @pytest.mark.parametrize("progress_seconds", [None, 1e-9])
 def test_progress_lines_change_no_step_nor_trace_again(runs, tmp_path, monkeypatch,
                                                       progress_seconds):
-  """The full run (the default: a loop's steps in calls grown from 1 step to half of 30 s)
+  """The full run (the default: a loop's steps in calls that end before the next line is due)
   ends with the weights of one call a loop (None), and of one step a call with a progress line
   after each (1e-9 s: a line always due), bit for bit.
 

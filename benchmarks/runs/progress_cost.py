@@ -1,5 +1,5 @@
 r"""What progress lines cost the training loop: `loop.train` with a line at least every 30 s (a
-loop's steps in tf.function calls sized to ~15 s of work, grown from 1 step: the default)
+loop's steps in tf.function calls that end before the next line is due: the default)
 against one call per loop (progress_seconds=None: a line per loop only), in fresh processes,
 alternated, through `runs/train_step.py` (MiniLM's classifier step on a fixed batch).
 
