@@ -88,6 +88,7 @@ def test_errors_are_the_local_paths_one_line(tmp_path):
   cut = tmp_path / "cut.xml.bz2"
   cut.write_bytes(bz2.compress((HEADER + _page(1, "Some text. More.") * 50 +
                                 "</mediawiki>").encode())[:200])
+  (tmp_path / "out").mkdir()
   with pytest.raises(ValueError, match=f"^{cut}: truncated"):
     beam_job.prepare_corpus([str(cut)], str(tmp_path / "out" / "corpus.txt"), CONFIG,
                             beam_options.pipeline_options(["--runner=FnApiRunner"]))

@@ -5,32 +5,31 @@ processes (`pipeline`). The steps:
 
   Plan      per input file: its units (`sources.plan_units`: raw documents, or a
             multistream dump's byte ranges), keyed by their order (file, unit).
-  Clean     per unit: `units.process_unit`, run in a one-process pool of the Beam worker
-            (the page time limit's SIGPROF needs a main thread, and Beam runs bundles on
-            threads); the unit's documents to a scratch file, back to back, and a small entry
-            per document (split, shard, size, counts, text hash).
+  Clean     per unit: `units.process_unit`, on the Beam worker's thread (the page time
+            limit works there too); the unit's documents to a scratch file, back to back, and
+            a small entry per document (split, shard, size, counts, text hash).
   Shards    per output file: every unit's documents of that shard and split, in unit order,
             copied from the scratch files; --dedup decided over all units in order, as the
             local path decides it. Written under temporary names, renamed by the driver once
             every one is complete.
   Stats     one element: the totals (`pipeline.Totals`, the local path's), to the
-            scratch directory; the driver adds the timing and writes the stats file.
+            scratch directory; the driver adds the timing and writes the stats file. The
+            counts come through the pipeline's elements, not the runner's metrics, which not
+            every runner reports (DaskRunner does not).
 
 Deterministic: a document's shard and split depend on its identity, its place on its unit's
 order, never on which worker ran what. Only units, file names and small entries cross between
-steps. The inputs, the scratch directory and the outputs are local paths (or a file system all
-workers mount): the readers open files directly.
+steps. The workers share no disk: the scratch directory (beside the output) and the outputs go
+through Beam's file systems (`beam_files`: local, gs://, ...). The inputs are read by
+`sources`, which opens local paths: a disk every worker mounts.
 """
 import collections
 import dataclasses
-import json
-import os
-import shutil
-import threading
 import time
 import uuid
 
 import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.options import pipeline_options as options_lib
 import numpy as np
 
@@ -39,9 +38,9 @@ from data_gen.corpus import pipeline
 from data_gen.corpus import sources
 from data_gen.corpus import units as units_lib
 from data_gen.corpus.config import CorpusConfig
+from data_gen.jobs import beam_files
 from data_gen.jobs import beam_options
 from data_gen.jobs import outputs as outputs_lib
-from data_gen.jobs import workers
 
 
 @dataclasses.dataclass
@@ -69,52 +68,21 @@ def _plan(file: tuple[int, str, str], unit_chars: int):
     raise ValueError(str(e)) from None
 
 
-class _Clean(beam.DoFn):
-  """Clean: a unit's documents, made by a worker process of this Beam worker."""
-
-  def __init__(self, config: CorpusConfig, scratch: str):
-    super().__init__()
-    self.config, self.scratch = config, scratch
-
-  def setup(self):
-    # Started from a thread of our own that lives until teardown: the kernel ends a worker
-    # when the thread that started it exits (`workers.start_workers`), and Beam's bundle
-    # threads come and go.
-    started, self.done, self.pool = threading.Event(), threading.Event(), None
-
-    def hold():
-      try:
-        self.pool = workers.start_workers(1)
-      finally:
-        started.set()
-      self.done.wait()
-    threading.Thread(target=hold, daemon=True, name="prepare_corpus-worker").start()
-    started.wait()
-    if self.pool is None:
-      raise RuntimeError("prepare_corpus: the Beam worker could not start its worker process")
-
-  def teardown(self):
-    if self.pool is not None:
-      self.pool.shutdown(wait=True, cancel_futures=True)
-    self.done.set()
-
-  def process(self, unit: sources.Unit):
-    try:
-      result = self.pool.submit(units_lib.process_unit, unit, self.config).result()
-    except DataError as e:  # as a ValueError: the form `beam_options.user_error` finds
-      raise ValueError(str(e)) from None
-    path = None
-    if result.documents:
-      path = os.path.join(self.scratch, "unit-%06d-%08d" % unit.order)
-      tmp = f"{path}.tmp-{uuid.uuid4().hex}"  # a retried element rewrites it whole
-      with open(tmp, "wb") as f:
-        f.writelines(doc.text for doc in result.documents)
-      os.replace(tmp, path)
-    entries = np.array([(d.split, d.shard, len(d.text), d.sentences, d.words)
-                        for d in result.documents], np.int64).reshape(-1, 5)
-    yield UnitFile(order=unit.order, path=path, entries=entries,
-                   digests=[d.digest for d in result.documents], counts=result.counts,
-                   source_bytes=result.source_bytes, warnings=result.warnings)
+def _clean(unit: sources.Unit, config: CorpusConfig, scratch: str) -> UnitFile:
+  """Clean: a unit's documents, to a scratch file; what the later steps need of them."""
+  try:
+    result = units_lib.process_unit(unit, config)
+  except DataError as e:  # as a ValueError: the form `beam_options.user_error` finds
+    raise ValueError(str(e)) from None
+  path = None
+  if result.documents:
+    path = FileSystems.join(scratch, "unit-%06d-%08d" % unit.order)
+    beam_files.write_whole(path, (doc.text for doc in result.documents))
+  entries = np.array([(d.split, d.shard, len(d.text), d.sentences, d.words)
+                      for d in result.documents], np.int64).reshape(-1, 5)
+  return UnitFile(order=unit.order, path=path, entries=entries,
+                  digests=[d.digest for d in result.documents], counts=result.counts,
+                  source_bytes=result.source_bytes, warnings=result.warnings)
 
 
 def _documents(units: list[UnitFile], dedup: bool):
@@ -135,18 +103,21 @@ def _write_shard(target: tuple[int, int], paths: list[list[str]], units: list[Un
   """Shards: output file `target` (split, shard) under its name + `suffix`."""
   split, shard = target
   path, count = paths[split][shard], 0
-  files = {}
+  source, source_path = None, None
   try:
-    with open(path + suffix, "wb") as out:
-      for unit, entry, offset in _documents(units, dedup):
+    with beam_files.open_write(path + suffix) as out:
+      for unit, entry, offset in _documents(units, dedup):  # in unit order: one file open
         if (entry[0], entry[1]) == target:
-          if unit.path not in files:
-            files[unit.path] = os.open(unit.path, os.O_RDONLY)
-          out.write(os.pread(files[unit.path], entry[2], offset))
+          if unit.path != source_path:
+            if source is not None:
+              source.close()
+            source, source_path = beam_files.open_read(unit.path), unit.path
+          source.seek(offset)
+          out.write(source.read(entry[2]))
           count += 1
   finally:
-    for fd in files.values():
-      os.close(fd)
+    if source is not None:
+      source.close()
   return path, count
 
 
@@ -163,9 +134,8 @@ def _write_stats(unused_element, units: list[UnitFile], shards: list[tuple[str, 
   if not sum(totals.documents):
     raise pipeline.empty_corpus(input_files, totals.counts)
   counts = dict(shards)
-  stats = totals.stats(input_files, kinds, config, {p: counts[p] for p in outputs})
-  with open(path, "w", encoding="utf-8") as f:
-    json.dump(stats, f)
+  beam_files.write_json(path, totals.stats(input_files, kinds, config,
+                                           {p: counts[p] for p in outputs}))
 
 
 def prepare_corpus(input_files: list[str],
@@ -189,45 +159,37 @@ def prepare_corpus(input_files: list[str],
   kinds = pipeline.source_kinds(input_files, config.source)
   train, holdout = pipeline.output_paths(output_file, config)
   outputs = train + holdout
-  pipeline.check_outputs(input_files, outputs)
+  files = beam_files.files_for(output_file)
+  outputs_lib.check_no_other_shards(outputs, files)
+  outputs_lib.remove_leftovers(outputs, files)
   job = f"beam-{uuid.uuid4().hex[:12]}"
   scratch, suffix = outputs_lib.scratch_dir(outputs[0], job), f".tmp-{job}"
-  os.makedirs(scratch)
   start = time.monotonic()
   try:
-    try:
-      p = beam.Pipeline(options=options)
-      side = beam.pvalue.AsList
-      units = (p | "Files" >> beam.Create([(i, path, kinds[path])
-                                           for i, path in enumerate(input_files)])
-               | "Plan" >> beam.FlatMap(_plan, unit_chars)
-               | "Spread" >> beam.Reshuffle()
-               | "Clean" >> beam.ParDo(_Clean(config, scratch)))
-      targets = [(units_lib.TRAIN, s) for s in range(len(train))] + \
-                [(units_lib.HOLDOUT, s) for s in range(len(holdout))]
-      shards = (p | "Outputs" >> beam.Create(targets)
-                | "Shards" >> beam.Map(_write_shard, [train, holdout], side(units),
-                                       config.dedup, suffix))
-      _ = (p | "Job" >> beam.Create([None])
-           | "Stats" >> beam.Map(_write_stats, side(units), side(shards), input_files, kinds,
-                                 config, outputs, os.path.join(scratch, "stats.json")))
-      p.run().wait_until_finish()
-    except Exception as e:  # pylint: disable=broad-except  (re-raised unless a user's error)
-      found = beam_options.user_error(e)
-      if found is None:
-        raise
-      raise found from None
-    with open(os.path.join(scratch, "stats.json"), encoding="utf-8") as f:
-      stats = json.load(f)
-    for path in outputs:  # all or none, as the local path
-      os.replace(path + suffix, path)
+    p = beam.Pipeline(options=options)
+    side = beam.pvalue.AsList
+    units = (p | "Files" >> beam.Create([(i, path, kinds[path])
+                                         for i, path in enumerate(input_files)])
+             | "Plan" >> beam.FlatMap(_plan, unit_chars)
+             | "Spread" >> beam.Reshuffle()
+             | "Clean" >> beam.Map(_clean, config, scratch))
+    targets = [(units_lib.TRAIN, s) for s in range(len(train))] + \
+              [(units_lib.HOLDOUT, s) for s in range(len(holdout))]
+    shards = (p | "Outputs" >> beam.Create(targets)
+              | "Shards" >> beam.Map(_write_shard, [train, holdout], side(units),
+                                     config.dedup, suffix))
+    # Stats last, on every other step: DaskRunner runs the last step applied and what it
+    # needs, no more.
+    _ = (p | "Job" >> beam.Create([None])
+         | "Stats" >> beam.Map(_write_stats, side(units), side(shards), input_files, kinds,
+                               config, outputs, FileSystems.join(scratch, "stats.json")))
+    beam_options.run(p)
+    stats = beam_files.read_json(FileSystems.join(scratch, "stats.json"))
+    FileSystems.rename([path + suffix for path in outputs], outputs)  # all or none, as locally
   finally:
-    for path in outputs:
-      if os.path.exists(path + suffix):
-        os.remove(path + suffix)
-    shutil.rmtree(scratch, ignore_errors=True)
+    outputs_lib.remove_leftovers(outputs, files)  # this job's scratch, or a failed one's shards
   stats = {**pipeline.with_timing(stats, time.monotonic() - start,
                                   beam_options.num_workers(options)),
            "runner": beam_options.runner(options)}
-  outputs_lib.write_json(outputs_lib.stats_path(output_file), stats)
+  beam_files.write_json(outputs_lib.stats_path(output_file), stats)
   return stats

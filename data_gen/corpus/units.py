@@ -8,21 +8,24 @@ goes to a training or a held-out shard by a hash of its identity (the source kin
 id, file name or index: never its position in the job), so the same input gives the same shards
 whatever the workers, the units, or the runner.
 
-A Wikipedia page's parse runs under a timer of the process's CPU time (SIGPROF,
-`page_time_limit`): mwparserfromhell's C tokenizer checks for signals, so a pathological page is
-interrupted, skipped and counted. CPU time, not wall time, so that which pages are skipped does
-not depend on the machine's load. The timer needs the process's main thread, where the local
-job's workers (and the Beam job's, see `beam`) run units.
+A Wikipedia page's parse runs under a limit of CPU time (`page_time_limit`): a pathological
+page is interrupted, skipped and counted. CPU time, not wall time, so that which pages are
+skipped does not depend on the machine's load. On a process's main thread, where the local
+job's workers run units, a timer's signal (SIGPROF) interrupts it, mwparserfromhell's C
+tokenizer included (it checks for signals); on another thread (a Beam runner's worker, see
+`beam`), a watchdog of the thread's CPU clock, at the parse's next Python step.
 
 No TensorFlow: this runs in the workers.
 """
 import collections
+import ctypes
 import dataclasses
 import hashlib
 import os
 import re
 import signal
 import threading
+import time
 
 from data_gen.corpus import gutenberg
 from data_gen.corpus import sentences as sentences_lib
@@ -69,26 +72,66 @@ class PageTimeout(Exception):
 
 
 class _TimeLimit:
-  """Raises PageTimeout in the block after `seconds` of the process's CPU time (0: none); the
-  main thread only."""
+  """Raises PageTimeout in the block after `seconds` of CPU time (0: none).
+
+  On the main thread (the local job's workers run units there), the timer of the process's
+  CPU time signals (SIGPROF), which interrupts the block wherever it is, in C code that checks
+  for signals too. A signal reaches the main thread only, and a Beam runner runs bundles on
+  threads of workers that may start no process of their own (Dask's are daemonic); there a
+  watchdog thread reads the block's thread's CPU clock and raises PageTimeout in that thread
+  (`PyThreadState_SetAsyncExc`), which lands at its next Python step: a long call into C (the
+  tokenizer's) runs to its end first, then the page is skipped and counted alike.
+  """
 
   def __init__(self, seconds: float):
     self.seconds = seconds
-    self.active = seconds > 0 and threading.current_thread() is threading.main_thread()
 
   def __enter__(self):
-    if self.active:
+    if self.seconds <= 0:
+      self.mode = None
+    elif threading.current_thread() is threading.main_thread():
+      self.mode = "signal"
       self.previous = signal.signal(signal.SIGPROF, self._expire)
       signal.setitimer(signal.ITIMER_PROF, self.seconds)
+    else:
+      self.mode = "watchdog"
+      self.thread, self.fired = threading.get_ident(), False
+      self.done, self.lock = threading.Event(), threading.Lock()
+      clock = time.pthread_getcpuclockid(self.thread)
+      deadline = time.clock_gettime(clock) + self.seconds
+      threading.Thread(target=self._watch, args=(clock, deadline), daemon=True,
+                       name="page-time-limit").start()
 
-  def __exit__(self, *unused):
-    if self.active:
+  def __exit__(self, exc_type, *unused):
+    if self.mode == "signal":
       signal.setitimer(signal.ITIMER_PROF, 0)
       signal.signal(signal.SIGPROF, self.previous)
+    elif self.mode == "watchdog":
+      with self.lock:
+        self.done.set()
+        if self.fired and exc_type is None:  # not landed yet: the block is over, withdrawn
+          _async_raise(self.thread, None)
+
+  def _watch(self, clock: int, deadline: float) -> None:
+    # A thread's CPU time grows no faster than wall time: wait what is left, then look again.
+    while (left := deadline - time.clock_gettime(clock)) > 0:
+      if self.done.wait(left):
+        return
+    with self.lock:
+      if not self.done.is_set():
+        _async_raise(self.thread, PageTimeout)
+        self.fired = True
 
   @staticmethod
   def _expire(unused_signum, unused_frame):
     raise PageTimeout
+
+
+def _async_raise(thread: int, exception: type[BaseException] | None) -> None:
+  """Has `exception` raised in thread `thread` at its next Python step (None: withdraws one
+  not raised yet)."""
+  ctypes.pythonapi.PyThreadState_SetAsyncExc(
+      ctypes.c_ulong(thread), ctypes.py_object(exception) if exception else None)
 
 
 def placement(identity: str, config: CorpusConfig) -> tuple[int, int]:

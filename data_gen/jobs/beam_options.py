@@ -1,11 +1,16 @@
 """What both jobs' Beam pipelines share: the runner and pipeline options of --runner=NAME,
 checked before the job starts (before TensorFlow loads, for create_pretraining_data): a typo
-fails in seconds; and the user's error in a failed pipeline (`user_error`), one line.
+fails in seconds; a pipeline's run to its end (`run`), with the user's error in a failed one
+as one line (`user_error`).
 
 `DirectRunner` runs as the FnApiRunner: the DirectRunner first tries Beam's Prism runner,
 which it downloads from the internet, and an offline machine stalls or fails there.
+`DaskRunner` (Beam knows it by its class path only) runs on a Dask cluster: Beam's
+--dask_client_address=tcp://HOST:8786 for a running one, else a LocalCluster of this machine's
+cores (`pip install -e '.[dask]'`).
 """
 import contextlib
+import importlib
 import io
 import logging
 import os
@@ -18,6 +23,10 @@ from bert_tf.common import errors
 
 # The DirectRunner's engine that needs nothing from the internet.
 OFFLINE_RUNNER = "FnApiRunner"
+DASK_RUNNER = "apache_beam.runners.dask.dask_runner.DaskRunner"
+# Short names (lower case) of runners Beam's own map lacks, and the extra each needs.
+_RUNNERS = {"dask": DASK_RUNNER, "daskrunner": DASK_RUNNER}
+_EXTRAS = {DASK_RUNNER: "dask"}
 
 
 def pipeline_options(beam_args: list[str],
@@ -29,6 +38,24 @@ def pipeline_options(beam_args: list[str],
     ValueError: an unknown option or runner, or a bad value, naming it.
   """
   options = options_lib.PipelineOptions(beam_args)
+  standard = options.view_as(options_lib.StandardOptions)
+  if standard.runner.lower() in ("direct", "directrunner"):
+    logging.warning("--runner=%s: running on the %s (the DirectRunner would first download "
+                    "Beam's Prism runner from the internet); --runner=PrismRunner for Prism",
+                    standard.runner, OFFLINE_RUNNER)
+    standard.runner = OFFLINE_RUNNER
+  given_runner, standard.runner = standard.runner, _RUNNERS.get(standard.runner.lower(),
+                                                                 standard.runner)
+  try:  # (also imports the runner's module, which declares its options: DaskOptions)
+    runner_lib.create_runner(standard.runner)
+    if standard.runner == DASK_RUNNER:
+      importlib.import_module("dask.distributed")  # the runner's module imports it only to run
+  except ImportError as e:  # not installed (Dataflow: apache-beam[gcp]; Dask: .[dask])
+    extra = _EXTRAS.get(standard.runner)
+    raise ValueError(f"--runner={given_runner}: {e}" +
+                     (f" (pip install -e '.[{extra}]')" if extra else "")) from None
+  except ValueError as e:  # unknown
+    raise ValueError(f"--runner={given_runner}: {e}") from None
   usage = io.StringIO()
   try:
     with contextlib.redirect_stderr(usage):  # argparse's usage text: one line is enough
@@ -40,21 +67,12 @@ def pipeline_options(beam_args: list[str],
   if unknown:
     raise ValueError(f"--{unknown[0]}: neither a flag of {program} nor a Beam "
                      "pipeline option")
-  standard = options.view_as(options_lib.StandardOptions)
-  if standard.runner.lower() in ("direct", "directrunner"):
-    logging.warning("--runner=%s: running on the %s (the DirectRunner would first download "
-                    "Beam's Prism runner from the internet); --runner=PrismRunner for Prism",
-                    standard.runner, OFFLINE_RUNNER)
-    standard.runner = OFFLINE_RUNNER
-  try:
-    runner_lib.create_runner(standard.runner)
-  except (ImportError, ValueError) as e:  # not installed (Dataflow: apache-beam[gcp]); unknown
-    raise ValueError(f"--runner={standard.runner}: {e}") from None
   return options
 
 
 def runner(options: options_lib.PipelineOptions) -> str:
-  return options.view_as(options_lib.StandardOptions).runner
+  """The runner's name: FnApiRunner, DaskRunner (not its class path), DataflowRunner..."""
+  return options.view_as(options_lib.StandardOptions).runner.rsplit(".", 1)[-1]
 
 
 def num_workers(options: options_lib.PipelineOptions) -> int | None:
@@ -86,3 +104,26 @@ def user_error(error: Exception) -> ValueError | None:
     return ValueError(re.sub(r"\s*\n\s*", " ", _STEP.sub("", str(error)).strip()))
   found = _USER_ERROR.findall(str(error))
   return ValueError(found[-1]) if found else None
+
+
+def run(pipeline) -> None:
+  """Runs `pipeline` to its end.
+
+  Raises:
+    ValueError: a user's error in it (`user_error`), on one line; anything else as raised.
+  """
+  try:
+    result = pipeline.run()
+    try:
+      result.wait_until_finish()
+    finally:
+      # DaskRunner's result holds the Dask client it opened (and the LocalCluster that client
+      # started, without --dask_client_address): closed here, not at the process's exit.
+      client = getattr(result, "client", None)
+      if client is not None:
+        client.close()
+  except Exception as e:  # pylint: disable=broad-except  (re-raised unless a user's error)
+    found = user_error(e)
+    if found is None:
+      raise
+    raise found from None

@@ -2,8 +2,10 @@
 what a killed run left, the stats file.
 
 Names, and local file operations through the standard library: no TensorFlow, which
-prepare_corpus never loads. `write_json` writes a gs://... path too (create_pretraining_data's
-Beam job may write there), loading tf.io.gfile for it alone (`bert_tf.common.files`).
+prepare_corpus never loads. The Beam jobs check and clean an output on another file system
+(gs://...) through Beam's (`beam_files.files_for`), in the calls that take `files`.
+`write_json` writes a gs://... path too, loading tf.io.gfile for it alone
+(`bert_tf.common.files`).
 """
 import glob
 import json
@@ -37,15 +39,23 @@ def stats_path(output_file: str) -> str:
 SHARD_SUFFIX = re.compile(r"-\d{5}-of-\d{5}$")
 
 
-def check_no_other_shards(output_files: list[str]) -> None:
+class LocalFiles:
+  """The file operations `check_no_other_shards` and `remove_leftovers` use, on local paths."""
+  glob = staticmethod(glob.glob)
+  exists = staticmethod(os.path.exists)
+  remove = staticmethod(os.remove)
+  rmtree = staticmethod(shutil.rmtree)
+
+
+def check_no_other_shards(output_files: list[str], files=LocalFiles) -> None:
   """Refuses to write beside shards of another set (a run with another --num_output_shards):
   the `<file>*` glob that reads the new set would read the old one too. Refused rather than
   deleted: they may be the only copy of a long run's output."""
   new = set(output_files)
   for base in sorted({SHARD_SUFFIX.sub("", p) for p in output_files}):
-    others = sorted(p for p in glob.glob(glob.escape(base) + "-[0-9]*-of-[0-9]*")
+    others = sorted(p for p in files.glob(glob.escape(base) + "-[0-9]*-of-[0-9]*")
                     if SHARD_SUFFIX.search(p) and p not in new)
-    if os.path.exists(base) and base not in new:
+    if files.exists(base) and base not in new:
       others.insert(0, base)
     if others:
       more = f" (and {len(others) - 1} more)" if len(others) > 1 else ""
@@ -62,13 +72,13 @@ def scratch_dir(output_file: str, pid: str) -> str:
   return os.path.join(head, f".{tail}.tmp-{pid}")
 
 
-def remove_leftovers(paths: list[str]) -> None:
+def remove_leftovers(paths: list[str], files=LocalFiles) -> None:
   """Deletes the temporary files and the scratch directory a killed run left beside `paths`."""
   for path in paths:
-    for leftover in glob.glob(glob.escape(path) + ".tmp-*"):
-      os.remove(leftover)
-  for scratch in glob.glob(scratch_dir(glob.escape(paths[0]), "*")):
-    shutil.rmtree(scratch)
+    for leftover in files.glob(glob.escape(path) + ".tmp-*"):
+      files.remove(leftover)
+  for scratch in files.glob(scratch_dir(glob.escape(paths[0]), "*")):
+    files.rmtree(scratch)
 
 
 def write_json(path: str, value: dict) -> None:

@@ -18,24 +18,28 @@ worker processes (`pipeline`). The steps (each a parallel map unless said otherw
             (the frames are the bytes tf.io.TFRecordWriter writes). Written under temporary
             names, which the driver renames once every shard is complete.
   Stats     one element: the totals, to the scratch directory; the driver adds the timing and
-            writes the stats file beside the output, as the local path does.
+            writes the stats file beside the output, as the local path does. The counts (and
+            the workers' peak memory) come through the pipeline's elements, not the runner's
+            metrics, which not every runner reports (DaskRunner does not).
 
 Deterministic: every random draw depends on (random_seed, chunk index, dupe pass), every order
 on the chunk and shard indices, none on which worker ran what or when; a retried element
 rewrites the same bytes. Only file names, counts and small arrays cross between steps (the text
 and the records go through files), so memory per worker is bounded whatever the corpus size:
-Records holds one chunk (~1 MB of text, one dupe pass of its instances; its records go to local
-disk), Shards a 4 MB copy buffer and one small entry per chunk, Plan 24 bytes per document of
-the corpus (its extents: ~150 MB for 6 million documents).
+Records holds one chunk (~1 MB of text, one dupe pass of its instances; its records go to the
+worker's own disk until grouped, within the element), Shards a 4 MB copy buffer and one small
+entry per chunk, Plan 24 bytes per document of the corpus (its extents: ~150 MB for 6 million
+documents).
 
-Runners: any Beam runner (`beam_options`: DirectRunner runs as the FnApiRunner, offline).
-Workers import TensorFlow: they tokenize (tensorflow-text) and read and write through
-tf.io.gfile (local files, gs://).
+Runners: any Beam runner (`beam_options`: DirectRunner runs as the FnApiRunner, offline;
+DaskRunner). The workers share no disk: the scratch directory (beside the first output) and the
+shards go through Beam's file systems (`beam_files`: local, gs://, ...); `documents` reads the
+text (the inputs, a .gz file's copy) through tf.io.gfile (local, gs://). Workers import
+TensorFlow: they tokenize (tensorflow-text).
 """
 import contextlib
 import dataclasses
 import itertools
-import json
 import logging
 import os
 import resource
@@ -46,14 +50,14 @@ import time
 import uuid
 
 import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
-from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options import pipeline_options as options_lib
 import google_crc32c
 import numpy as np
-import tensorflow as tf
 
 from bert_tf.tokenization import FullTokenizer
+from data_gen.jobs import beam_files
 from data_gen.jobs import beam_options
 from data_gen.jobs import outputs
 from data_gen.pretraining_data import documents as documents_lib
@@ -63,7 +67,8 @@ from data_gen.pretraining_data.config import PretrainingDataConfig
 from data_gen.pretraining_data.masking import VocabInfo
 
 # Beam's metrics namespace: counters documents, instances, masked_tokens, ... (JobStats's
-# names), files and lines, and the distribution worker_peak_rss_bytes.
+# names), files and lines, for a runner's view of a job in progress (Dataflow's console, say);
+# the stats come from the pipeline's own elements.
 NAMESPACE = "create_pretraining_data"
 # A copy of a shard's range of a chunk file goes through a buffer this big.
 COPY_BYTES = 4 << 20
@@ -93,10 +98,12 @@ class ChunkPlan:
 
 @dataclasses.dataclass
 class ChunkFile:
-  """A chunk's records in the scratch directory (path None: the chunk made none)."""
+  """A chunk's records in the scratch directory (path None: the chunk made none), and the peak
+  memory of the worker process that made them, so far."""
   index: int
   path: str | None
   stats: pipeline.JobStats
+  peak_rss_bytes: int
 
 
 # ------------------------------------------------------------------ the steps
@@ -108,8 +115,8 @@ def _scan(item: tuple[int, str], scratch: str, chunk_chars: int) -> FileScan:
   with contextlib.ExitStack() as stack:
     text_path, copy = path, None
     if path.endswith(".gz"):
-      text_path = f"{scratch}/text-{index:06d}"
-      copy = stack.enter_context(tf.io.gfile.GFile(text_path, "wb"))
+      text_path = FileSystems.join(scratch, f"text-{index:06d}")
+      copy = stack.enter_context(beam_files.open_write(text_path))
     extents = documents_lib.document_extents(path, stats, chunk_chars, copy)
     flat = np.fromiter(itertools.chain.from_iterable(extents), np.int64).reshape(-1, 3)
   Metrics.counter(NAMESPACE, "files").inc()
@@ -151,18 +158,18 @@ def _write_groups(records: instances_lib.ChunkRecords, num_shards: int, path: st
                  for q in range(num_shards)]
   offsets = _HEADER.size * (num_shards + 1) + np.cumsum([0] + group_bytes)
   starts = np.cumsum(lengths) - lengths
-  tmp = f"{path}.tmp-{uuid.uuid4().hex}"
-  with open(records.path, "rb") as source, tf.io.gfile.GFile(tmp, "wb") as out:
-    out.write(offsets.astype("<i8").tobytes())
-    buffer = bytearray()
-    for q in range(num_shards):
-      for i in order[q::num_shards]:
-        buffer += _frame(os.pread(source.fileno(), int(lengths[i]), int(starts[i])))
-        if len(buffer) >= COPY_BYTES:
-          out.write(bytes(buffer))
-          buffer.clear()
-    out.write(bytes(buffer))
-  tf.io.gfile.rename(tmp, path, overwrite=True)
+  def blocks():
+    yield offsets.astype("<i8").tobytes()
+    with open(records.path, "rb") as source:
+      buffer = bytearray()
+      for q in range(num_shards):
+        for i in order[q::num_shards]:
+          buffer += _frame(os.pread(source.fileno(), int(lengths[i]), int(starts[i])))
+          if len(buffer) >= COPY_BYTES:
+            yield bytes(buffer)
+            buffer.clear()
+      yield bytes(buffer)
+  beam_files.write_whole(path, blocks())
 
 
 class _Records(beam.DoFn):
@@ -177,12 +184,12 @@ class _Records(beam.DoFn):
     self.counters = {name: Metrics.counter(NAMESPACE, name)
                      for name in ("documents", "sentences", "tokens", "instances",
                                   "masked_tokens")}
-    self.peak_rss = Metrics.distribution(NAMESPACE, "worker_peak_rss_bytes")
 
   def setup(self):
     self.tokenizer = FullTokenizer(self.vocab_file, do_lower_case=self.do_lower_case)
     self.vocab = VocabInfo.from_tokenizer(self.tokenizer)
-    # The chunk's records before they are grouped: the worker's own disk.
+    # The chunk's records before they are grouped: the worker's own disk, read back by the
+    # same element (`_write_groups`), never by another step.
     self.local = tempfile.mkdtemp(prefix="create_pretraining_data-")
 
   def teardown(self):
@@ -202,18 +209,16 @@ class _Records(beam.DoFn):
       records = instances_lib.chunk_records(chunk, plan.index, self.config, self.vocab,
                                             os.path.join(self.local, f"chunk-{plan.index}"))
       stats.add(records)
-      path = f"{self.scratch}/chunk-{plan.index:08d}"
+      path = FileSystems.join(self.scratch, f"chunk-{plan.index:08d}")
       _write_groups(records, self.num_shards, path)
       os.remove(records.path)
     for name, counter in self.counters.items():
       counter.inc(getattr(stats, name))
     logging.info("create_pretraining_data: chunk %d: %d documents, %d instances", plan.index,
                  stats.documents, stats.instances)
-    yield ChunkFile(index=plan.index, path=path, stats=stats)
-
-  def finish_bundle(self):
     # ru_maxrss: KiB on Linux.
-    self.peak_rss.update(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+    yield ChunkFile(index=plan.index, path=path, stats=stats,
+                    peak_rss_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
 
 
 def _write_shard(shard: int, output_files: list[str], chunks: list[ChunkFile],
@@ -224,7 +229,7 @@ def _write_shard(shard: int, output_files: list[str], chunks: list[ChunkFile],
     raise ValueError(f"no text in {', '.join(input_files)}: the corpus is empty")
   num_shards, path = len(output_files), output_files[shard]
   count, first = 0, 0
-  with tf.io.gfile.GFile(path + suffix, "wb") as out:
+  with beam_files.open_write(path + suffix) as out:
     for chunk in sorted(chunks, key=lambda c: c.index):
       n = chunk.stats.instances
       group = (shard - first) % num_shards
@@ -232,7 +237,7 @@ def _write_shard(shard: int, output_files: list[str], chunks: list[ChunkFile],
       if group >= n:
         continue
       count += len(range(group, n, num_shards))
-      with tf.io.gfile.GFile(chunk.path, "rb") as f:
+      with beam_files.open_read(chunk.path) as f:
         f.seek(_HEADER.size * group)
         start, end = np.frombuffer(f.read(2 * _HEADER.size), "<i8").tolist()
         f.seek(start)
@@ -246,7 +251,8 @@ def _write_shard(shard: int, output_files: list[str], chunks: list[ChunkFile],
 def _write_stats(unused_element, read_stats: list[tuple[int, documents_lib.ReadStats]],
                  chunks: list[ChunkFile], shards: list[tuple[str, int]], path: str,
                  output_files: list[str]) -> None:
-  """Stats: the job's totals to `path` (a JSON object, the local path's keys but timing)."""
+  """Stats: the job's totals to `path` (a JSON object, the local path's keys but timing, and
+  the workers' peak memory)."""
   totals = pipeline.JobStats()
   for chunk in chunks:
     for field in dataclasses.fields(totals):
@@ -260,8 +266,10 @@ def _write_stats(unused_element, read_stats: list[tuple[int, documents_lib.ReadS
     read.invalid_utf8_examples += stats.invalid_utf8_examples
   del read.invalid_utf8_examples[documents_lib.MAX_REPORTED_LINES:]
   counts = dict(shards)
-  outputs.write_json(path, {**dataclasses.asdict(totals), **dataclasses.asdict(read),
-                            "output_files": {p: counts[p] for p in output_files}})
+  beam_files.write_json(path, {
+      **dataclasses.asdict(totals), **dataclasses.asdict(read),
+      "output_files": {p: counts[p] for p in output_files},
+      "worker_peak_rss_bytes": max((c.peak_rss_bytes for c in chunks), default=None)})
 
 
 # ------------------------------------------------------------------ the job
@@ -281,19 +289,11 @@ def _build(p: beam.Pipeline, input_files: list[str], output_files: list[str], to
             | "Shards" >> beam.Map(_write_shard, output_files, side(chunks), input_files,
                                    suffix))
   read_stats = scans | "Read stats" >> beam.Map(lambda s: (s.index, s.read_stats))
+  # Stats last, on every other step: DaskRunner runs the last step applied and what it needs,
+  # no more.
   _ = (p | "Job" >> beam.Create([None])
        | "Stats" >> beam.Map(_write_stats, side(read_stats), side(chunks), side(shards),
-                             f"{scratch}/stats.json", output_files))
-
-
-def _counters(result) -> dict:
-  """The job's Beam metrics: counters by name, and the workers' peak memory."""
-  metrics = result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))
-  counters = {}
-  for c in metrics["counters"]:
-    counters[c.key.metric.name] = counters.get(c.key.metric.name, 0) + c.committed
-  peaks = [d.committed.max for d in metrics["distributions"] if d.committed]
-  return {"counters": counters, "worker_peak_rss_bytes": max(peaks, default=None)}
+                             FileSystems.join(scratch, "stats.json"), output_files))
 
 
 def create_pretraining_data(input_files: list[str],
@@ -312,51 +312,35 @@ def create_pretraining_data(input_files: list[str],
     options: the Beam pipeline options, from `beam_options.pipeline_options`.
 
   Returns:
-    The stats, also written as JSON to `outputs.stats_path(output_files[0])`, with the runner,
-    Beam's counters and the workers' peak memory.
+    The stats, also written as JSON to `outputs.stats_path(output_files[0])`, with the runner
+    and the workers' peak memory.
 
   Raises:
     ValueError: the corpus empty or not text, naming it.
   """
-  if all("://" not in p for p in output_files):
-    outputs.check_no_other_shards(output_files)
-    outputs.remove_leftovers(output_files)
+  files = beam_files.files_for(output_files[0])
+  outputs.check_no_other_shards(output_files, files)
+  outputs.remove_leftovers(output_files, files)
   # The scratch directory and the shards' temporary names: leftovers of a killed job go with
   # the next job's remove_leftovers, as the local path's.
   job = f"beam-{uuid.uuid4().hex[:12]}"
   scratch, suffix = outputs.scratch_dir(output_files[0], job), f".tmp-{job}"
-  tf.io.gfile.makedirs(scratch)
   start = time.monotonic()
   try:
-    try:
-      p = beam.Pipeline(options=options)  # (the runner checks its options here)
-      _build(p, input_files, output_files, tokenizer, config, chunk_chars, scratch, suffix)
-      result = p.run()
-      result.wait_until_finish()
-    except Exception as e:  # pylint: disable=broad-except  (re-raised unless a user's error)
-      found = beam_options.user_error(e)
-      if found is None:
-        raise
-      raise found from None
-    with tf.io.gfile.GFile(f"{scratch}/stats.json") as f:
-      stats = json.load(f)
+    p = beam.Pipeline(options=options)  # (the runner checks its options here)
+    _build(p, input_files, output_files, tokenizer, config, chunk_chars, scratch, suffix)
+    beam_options.run(p)
+    stats = beam_files.read_json(FileSystems.join(scratch, "stats.json"))
     # All or none, as the local path: no shard under its name before every one is complete.
-    for path in output_files:
-      tf.io.gfile.rename(path + suffix, path, overwrite=True)
+    FileSystems.rename([path + suffix for path in output_files], output_files)
   finally:
-    for path in output_files:
-      if tf.io.gfile.exists(path + suffix):
-        tf.io.gfile.remove(path + suffix)
-    if tf.io.gfile.exists(scratch):
-      tf.io.gfile.rmtree(scratch)
+    outputs.remove_leftovers(output_files, files)  # this job's scratch, or a failed one's shards
   seconds = time.monotonic() - start
   stats = {**stats, "seconds": seconds,
            "instances_per_second": stats["instances"] / max(seconds, 1e-9),
            "unk_rate": stats["unk_tokens"] / max(stats["tokens"], 1),
            "num_workers": beam_options.num_workers(options),
-           "runner": beam_options.runner(options), **_counters(result),
-           "chunk_chars": chunk_chars, "config": config.to_dict(),
-           "input_files": list(input_files)}
-  outputs.write_json(outputs.stats_path(output_files[0]), stats)
-  logging.info("create_pretraining_data: Beam counters %s", stats["counters"])
+           "runner": beam_options.runner(options), "chunk_chars": chunk_chars,
+           "config": config.to_dict(), "input_files": list(input_files)}
+  beam_files.write_json(outputs.stats_path(output_files[0]), stats)
   return stats
