@@ -13,6 +13,7 @@ import pytest
 
 from bert_tf.common.errors import DataError
 from data_gen.corpus import pipeline
+from data_gen.corpus import prefilter
 from data_gen.corpus import sources
 from data_gen.corpus import units
 from data_gen.corpus import wikitext
@@ -193,9 +194,9 @@ def test_wikitext_keeps_the_prose_and_drops_the_markup():
 
 
 def test_tables_are_cut_before_parsing_nested_ones_too():
-  assert wikitext.without_tables("Before.\n{| a\n| x\n:{|\n| nested\n|}\n| y\n |}\nAfter.") == \
+  assert prefilter.without_tables("Before.\n{| a\n| x\n:{|\n| nested\n|}\n| y\n |}\nAfter.") == \
       "Before.\nAfter."
-  assert wikitext.without_tables("A.\n{|\n| left open") == "A.\n{|\n| left open"
+  assert prefilter.without_tables("A.\n{|\n| left open") == "A.\n{|\n| left open"
 
 
 def test_a_dump_becomes_one_document_per_article_one_sentence_a_line(tmp_path, pool):

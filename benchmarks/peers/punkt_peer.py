@@ -1,11 +1,16 @@
-"""The peer's sentence splitter: NLTK's Punkt, trained with PunktTrainer on the text given (its
-pretrained model, what `nltk.sent_tokenize` loads, is a download; training is how Punkt learns).
+"""The peer's sentence splitter: Punkt, either pretrained (--pretrained: nupunkt's shipped
+English model, the stand-in for NLTK's pretrained `sent_tokenize` model, which is a download, not
+a package) or NLTK's PunktTrainer trained on the text given.
 
-Kind: the peer's side (benchmarks/peers/), in a venv of its own with nltk:
-  python3.11 -m venv /tmp/corpusvenv && /tmp/corpusvenv/bin/pip install nltk wikiextractor
+Kind: the peer's side (benchmarks/peers/), in a venv of its own with nupunkt (--pretrained) or
+nltk:
+  python3.11 -m venv /tmp/corpusvenv && /tmp/corpusvenv/bin/pip install nltk nupunkt \
+      wikiextractor==3.1.0
 
-Trains on --train_file (any UTF-8 text; default: --input_file's paragraphs), then does what the
-flags ask, and prints one JSON line:
+With --pretrained it loads the shipped model, as NVIDIA's and MLPerf's scripts call NLTK's
+pretrained `sent_tokenize` (benchmarks/peers/corpus_compare.py); else it trains on --train_file
+(any UTF-8 text; default: --input_file's paragraphs). Then it does what the flags ask, and prints
+one JSON line:
   --golden_rules=PATH   pySBD's English Golden Rules: rules passed exactly, failed rule numbers
   --time_file=F         splits each line of F (one paragraph a line), timed: MB per CPU s
                         (benchmarks/splitter_eval.py's speed)
@@ -20,12 +25,12 @@ import argparse
 import json
 import time
 
-from nltk.tokenize import punkt
-
 from benchmarks import splitter_eval  # the Golden Rules, and the speed on paragraphs
 
 
-def train(text: str) -> punkt.PunktSentenceTokenizer:
+def train(text: str):
+  """An NLTK PunktSentenceTokenizer trained on `text`."""
+  from nltk.tokenize import punkt  # pylint: disable=g-import-not-at-top  (only this mode needs nltk)
   trainer = punkt.PunktTrainer()
   trainer.train(text, finalize=True)
   return punkt.PunktSentenceTokenizer(trainer.get_params())
@@ -64,6 +69,8 @@ def split_documents(tokenizer, documents: list[list[str]], output_path: str) -> 
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+  parser.add_argument("--pretrained", action="store_true",
+                      help="nupunkt's shipped model, no training.")
   parser.add_argument("--train_file", help="Text to train on (default: --input_file's).")
   parser.add_argument("--golden_rules")
   parser.add_argument("--time_file")
@@ -71,16 +78,20 @@ def main():
   parser.add_argument("--output_file")
   args = parser.parse_args()
   documents = wikiextractor_documents(args.input_file) if args.input_file else None
-  if args.train_file:
+  start = time.perf_counter()
+  if args.pretrained:
+    import nupunkt  # pylint: disable=g-import-not-at-top  (only this mode needs nupunkt)
+    tokenizer = nupunkt.load_default_model()
+  elif args.train_file:
     with open(args.train_file, encoding="utf-8") as f:
       text = f.read()
   elif documents is not None:
     text = "\n\n".join(p for document in documents for p in document)
   else:
-    parser.error("give --train_file or --input_file")
-  start = time.perf_counter()
-  tokenizer = train(text)
-  result = {"train_s": round(time.perf_counter() - start, 3)}
+    parser.error("give --pretrained, --train_file or --input_file")
+  if not args.pretrained:
+    tokenizer = train(text)
+  result = {"load_s" if args.pretrained else "train_s": round(time.perf_counter() - start, 3)}
   if args.golden_rules:
     rules = splitter_eval.load_golden_rules(args.golden_rules)
     result.update(splitter_eval.score(tokenizer.tokenize, rules))

@@ -1,23 +1,30 @@
 """Wikitext -> the paper's "text passages": one article's paragraphs, markup gone.
 
-mwparserfromhell parses the wikitext (its C tokenizer); what the reader sees as running text is
-kept, everything else dropped:
+`prefilter` first cuts what is dropped below and holds most of a page's bytes (templates,
+references, comments, tables, formulas); mwparserfromhell parses the rest (its C tokenizer);
+what the reader sees as running text is kept, everything else dropped:
   kept      text, bold and italics, a link's text (or its title), an external link's label,
-            the contents of inline HTML (span, small, sup, ...), HTML entities as characters;
+            the contents of inline HTML (span, small, sup, ...), HTML entities as characters
+            (once: `&amp;nbsp;` is the text "&nbsp;"), in link titles too;
   dropped   templates (infoboxes, citations, navboxes: what WikiExtractor would expand),
             <ref>s, tables, files and images, categories, interlanguage links, comments, math,
             galleries and other non-prose tags, headings, list items (`*`, `#`, `:`, `;`
             lines), horizontal rules, magic words (__TOC__).
 A line that still holds markup after that (unbalanced brackets the parser left as text, a
-table row outside a table) is dropped whole rather than let through. Each remaining line is a
-paragraph.
+table row outside a table) is dropped whole rather than let through, and so is one that starts
+with `=` or an operator: what a dropped formula leaves ("<math>n_T</math> = total number of
+cases"). Each remaining line is a paragraph.
 """
+import dataclasses
 import re
 
 import mwparserfromhell
 from mwparserfromhell import nodes as wiki_nodes
+from mwparserfromhell import wikicode
 
-# Tags whose contents are not prose (or not text at all).
+from data_gen.corpus import prefilter
+
+# Tags whose contents are not prose (or not text at all); `prefilter` cuts some before the parse.
 DROPPED_TAGS = frozenset({
     "ref", "references", "table", "gallery", "math", "chem", "ce", "score", "timeline",
     "graph", "mapframe", "maplink", "imagemap", "syntaxhighlight", "source", "pre", "code",
@@ -39,14 +46,23 @@ REDIRECT = re.compile(r"^\s*#\s*redirect\b", re.IGNORECASE)
 _DROP_LINE = "\0"
 # Markup that no prose line holds once parsing is done.
 LEFTOVER_MARKUP = re.compile(r"\{\{|\}\}|\[\[|\]\]|\{\||^\s*[|!]")
+# A paragraph that starts with one of these is the rest of a formula, not prose.
+FORMULA_REST = re.compile(r"^[=+\u2212\u00d7\u00f7\u00b1<>\u2264\u2265\u2260\u2248^*/]")
 MAGIC_WORD = re.compile(r"__[A-Z]+__")
-TABLE_OPEN = re.compile(r"^[:\s]*\{\|")
-TABLE_CLOSE = re.compile(r"^\s*\|\}")
 # Brackets emptied by a dropped template: "Tallinn (; Estonian: ...)" -> "Tallinn (Estonian: ...)".
-EMPTY_BRACKETS = re.compile(r"\(\s*[,;:]?\s*\)")
-BRACKET_LEADING_PUNCTUATION = re.compile(r"\(\s*[,;:]\s*")
-SPACE_BEFORE_PUNCTUATION = re.compile(r"\s+(?=[,.;:!?)])")
-WHITESPACE = re.compile(r"\s+")
+# (Over the page's text at once, its spaces already single: `_tidy`.)
+EMPTY_BRACKETS = re.compile(r"\( ?[,;:]? ?\)")
+BRACKET_LEADING_PUNCTUATION = re.compile(r"\( ?[,;:] ?")
+DOUBLE_SPACE = re.compile(r"  +")
+SPACE_BEFORE_PUNCTUATION = re.compile(r" (?=[,.;:!?)])")
+
+
+@dataclasses.dataclass
+class ParsedPage:
+  """A page's wikitext, parsed: `code` the tree of what `prefilter` left, `templates` the names
+  of the top-level templates it cut."""
+  code: wikicode.Wikicode
+  templates: list[str]
 
 
 def is_redirect(wikitext: str) -> bool:
@@ -73,7 +89,9 @@ def _render(nodes, out: list[str]) -> None:
         if not _hidden_link(title):
           _render(node.text.nodes, out)
       elif not _hidden_link(title):
-        out.append(title.lstrip(":"))
+        shown = []
+        _render(node.title.nodes, shown)  # its entities decoded: [[OS&nbsp;X]] shows "OS X"
+        out.append("".join(shown).strip().lstrip(":"))
     elif isinstance(node, wiki_nodes.ExternalLink):
       if node.title is not None:  # [http://x label]: the label; a bare URL: nothing
         _render(node.title.nodes, out)
@@ -94,51 +112,35 @@ def _render(nodes, out: list[str]) -> None:
     # Templates, template arguments, comments: nothing.
 
 
-def without_tables(wikitext: str) -> str:
-  """The wikitext less its tables (`{|` to `|}`, each at a line's start, nested too): they are
-  dropped anyway, and tokenizing them is most of mwparserfromhell's time on pages that have
-  them (1.3 s of a page of award tables; the English sample parses 6x faster without). A table
-  left open is the parser's to judge: the text is returned as it is."""
-  if "{|" not in wikitext:
-    return wikitext
-  kept, depth = [], 0
-  for line in wikitext.split("\n"):
-    if TABLE_OPEN.match(line):
-      depth += 1
-    if not depth:
-      kept.append(line)
-    elif TABLE_CLOSE.match(line):
-      depth -= 1
-  return wikitext if depth else "\n".join(kept)
+def parse(wikitext: str) -> ParsedPage:
+  """The parsed page, what no passage shows cut first (`prefilter`): the slow step."""
+  text, templates = prefilter.strip(wikitext, _hidden_link)
+  return ParsedPage(mwparserfromhell.parse(text), templates)
 
 
-def parse(wikitext: str):
-  """The parsed page (mwparserfromhell's Wikicode), tables left out: the slow step."""
-  return mwparserfromhell.parse(without_tables(wikitext))
+def is_disambiguation(page: ParsedPage) -> bool:
+  """Whether the page carries a disambiguation template."""
+  return any(DISAMBIGUATION.search(name) for name in page.templates)
 
 
-def is_disambiguation(code) -> bool:
-  """Whether the parsed page carries a disambiguation template."""
-  return any(DISAMBIGUATION.search(str(t.name).strip())
-             for t in code.filter_templates(recursive=False))
+def _tidy(text: str) -> str:
+  """`text` less magic words, emptied brackets and spaces before punctuation, each line's
+  whitespace single spaces. (str.split for the whitespace: a regex over every space of a page
+  costs more than the rest of its tidying.)"""
+  text = "\n".join(" ".join(line.split()) for line in MAGIC_WORD.sub("", text).split("\n"))
+  text = BRACKET_LEADING_PUNCTUATION.sub("(", EMPTY_BRACKETS.sub("", text))
+  return SPACE_BEFORE_PUNCTUATION.sub("", DOUBLE_SPACE.sub(" ", text))
 
 
-def _tidy(line: str) -> str:
-  line = WHITESPACE.sub(" ", MAGIC_WORD.sub("", line))
-  line = EMPTY_BRACKETS.sub("", line)
-  line = BRACKET_LEADING_PUNCTUATION.sub("(", line)
-  return WHITESPACE.sub(" ", SPACE_BEFORE_PUNCTUATION.sub("", line)).strip()
-
-
-def passages(code) -> list[str]:
+def passages(page: ParsedPage) -> list[str]:
   """The paragraphs of a parsed page (`parse`), in order: each one line of prose."""
   out = []
-  _render(code.nodes, out)
+  _render(page.code.nodes, out)
   paragraphs = []
-  for line in "".join(out).split("\n"):
+  for line in _tidy("".join(out)).split("\n"):
     if _DROP_LINE in line or LEFTOVER_MARKUP.search(line):
       continue
-    line = _tidy(line)
-    if any(c.isalnum() for c in line):
+    line = line.strip()
+    if any(c.isalnum() for c in line) and not FORMULA_REST.match(line):
       paragraphs.append(line)
   return paragraphs
