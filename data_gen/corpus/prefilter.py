@@ -80,8 +80,10 @@ def _cut(kept: list[str], text: str, keep_from: int, start: int, end: int) -> in
   goes on: past `end`, and past an emphasis the cut leaves empty (in `(''{{lang|de|X}}'')` both
   `''` go: the parser renders nothing for them, but would show an apostrophe of `''''`)."""
   kept.append(text[keep_from:start])
-  last = next((i for i in range(len(kept) - 1, -1, -1) if kept[i]), None)
-  if last is None:
+  last = len(kept) - 1
+  while last and not kept[last]:  # cuts side by side: the text before the first
+    last -= 1
+  if not kept[last].endswith("'"):
     return end
   before = len(kept[last]) - len(kept[last].rstrip("'"))
   after = len(text[end:end + 6]) - len(text[end:end + 6].lstrip("'"))
@@ -147,9 +149,11 @@ def strip(wikitext: str, hidden_link) -> tuple[str, list[str]]:
         # A file's or category's link, links in its caption too: it shows nothing.
         end = _link_end(text, token.start())
         shown = "" if end >= 0 else None
-      if shown is not None:
+      if shown:  # (emphasis around it stays: the parser shows its text alike)
+        kept += [text[keep_from:token.start()], shown]
+        keep_from = pos = end
+      elif shown is not None:
         keep_from = pos = _cut(kept, text, keep_from, token.start(), end)
-        kept.append(shown)
     elif first == "{":
       if not open_braces:
         start = token.start()

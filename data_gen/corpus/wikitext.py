@@ -1,8 +1,9 @@
 """Wikitext -> the paper's "text passages": one article's paragraphs, markup gone.
 
 `prefilter` first cuts what is dropped below and holds most of a page's bytes (templates,
-references, comments, tables, formulas); mwparserfromhell parses the rest (its C tokenizer);
-what the reader sees as running text is kept, everything else dropped:
+references, comments, tables, formulas, headings, lists, and resolves plain links);
+mwparserfromhell's tokenizer (its C one) reads the rest, and `_render` its tokens: what the reader
+sees as running text is kept, everything else dropped:
   kept      text, bold and italics, a link's text (or its title), an external link's label,
             the contents of inline HTML (span, small, sup, ...), HTML entities as characters
             (once: `&amp;nbsp;` is the text "&nbsp;"), in link titles too;
@@ -18,9 +19,10 @@ cases"). Each remaining line is a paragraph.
 import dataclasses
 import re
 
-import mwparserfromhell
 from mwparserfromhell import nodes as wiki_nodes
-from mwparserfromhell import wikicode
+from mwparserfromhell import parser as wiki_parser
+from mwparserfromhell.parser import tokens as wiki_tokens
+from mwparserfromhell.parser import tokenizer as python_tokenizer
 
 from data_gen.corpus import prefilter
 
@@ -44,8 +46,11 @@ DISAMBIGUATION = re.compile(r"disambig|^dab$|^hndis|^geodis|^пояснение"
 REDIRECT = re.compile(r"^\s*#\s*redirect\b", re.IGNORECASE)
 # Marks a line to drop (a heading, a list item); never in text: XML 1.0 cannot hold it.
 _DROP_LINE = "\0"
-# Markup that no prose line holds once parsing is done.
-LEFTOVER_MARKUP = re.compile(r"\{\{|\}\}|\[\[|\]\]|\{\||^\s*[|!]")
+# Markup that no prose line holds once parsing is done, anywhere in it, or at its start (a table
+# row's). (Substrings, not a regex: one tried at every character of a page costs more than its
+# rendering.)
+LEFTOVER_MARKUP = ("{{", "}}", "[[", "]]", "{|")
+LEFTOVER_LINE_START = ("|", "!")
 # A paragraph that starts with one of these is the rest of a formula, not prose.
 FORMULA_REST = re.compile(r"^[=+\u2212\u00d7\u00f7\u00b1<>\u2264\u2265\u2260\u2248^*/]")
 MAGIC_WORD = re.compile(r"__[A-Z]+__")
@@ -57,11 +62,15 @@ DOUBLE_SPACE = re.compile(r"  +")
 SPACE_BEFORE_PUNCTUATION = re.compile(r" (?=[,.;:!?)])")
 
 
+# mwparserfromhell's tokenizer: its C one, where its extension is built.
+_Tokenizer = wiki_parser.CTokenizer or python_tokenizer.Tokenizer
+
+
 @dataclasses.dataclass
 class ParsedPage:
-  """A page's wikitext, parsed: `code` the tree of what `prefilter` left, `templates` the names
-  of the top-level templates it cut."""
-  code: wikicode.Wikicode
+  """A page's wikitext, parsed: `tokens` mwparserfromhell's tokens of what `prefilter` left,
+  `templates` the names of the top-level templates it cut."""
+  tokens: list
   templates: list[str]
 
 
@@ -72,50 +81,111 @@ def is_redirect(wikitext: str) -> bool:
 def _hidden_link(title: str) -> bool:
   """Whether `[[title]]` shows nothing in the text (a file, a category, an interlanguage
   link). A leading colon (`[[:Category:X]]`) makes it an ordinary, visible link."""
-  if title.startswith(":"):
+  if ":" not in title or title.startswith(":"):
     return False
-  prefix = title.split(":", 1)[0].strip().lower() if ":" in title else ""
+  prefix = title.split(":", 1)[0].strip().lower()
   return prefix in HIDDEN_LINK_NAMESPACES or bool(INTERLANGUAGE.match(title))
 
 
-def _render(nodes, out: list[str]) -> None:
-  """Appends the visible text of `nodes` (mwparserfromhell nodes) to `out`."""
-  for node in nodes:
-    if isinstance(node, wiki_nodes.Text):
-      out.append(node.value)
-    elif isinstance(node, wiki_nodes.Wikilink):
-      title = str(node.title).strip()
-      if node.text is not None:
-        if not _hidden_link(title):
-          _render(node.text.nodes, out)
-      elif not _hidden_link(title):
-        shown = []
-        _render(node.title.nodes, shown)  # its entities decoded: [[OS&nbsp;X]] shows "OS X"
-        out.append("".join(shown).strip().lstrip(":"))
-    elif isinstance(node, wiki_nodes.ExternalLink):
-      if node.title is not None:  # [http://x label]: the label; a bare URL: nothing
-        _render(node.title.nodes, out)
-    elif isinstance(node, wiki_nodes.HTMLEntity):
-      out.append(node.normalize())
-    elif isinstance(node, wiki_nodes.Heading):
-      out.append(_DROP_LINE)
-    elif isinstance(node, wiki_nodes.Tag):
-      tag = str(node.tag).strip().lower()
-      if tag in ("li", "dt", "dd") and node.wiki_markup:  # a list line's marker
-        out.append(_DROP_LINE)
-      elif tag == "br":
-        out.append(" ")
-      elif tag in DROPPED_TAGS or node.wiki_markup == "{|" or node.self_closing:
-        continue
-      elif node.contents is not None:
-        _render(node.contents.nodes, out)
+class _Frame:
+  """A construct open in `_render`'s token stream: the token that opened it, the text shown in
+  the part read now (`shown`); once their part is over, a link's title, a tag's name and
+  contents; an entity's kind."""
+  __slots__ = ("opener", "shown", "title", "name", "contents", "numeric", "hexadecimal")
+
+  def __init__(self, opener):
+    self.opener, self.shown = opener, []
+    self.title = self.name = self.contents = None
+    self.numeric = self.hexadecimal = False
+
+
+def _closed_tag(frame: _Frame, self_closing: bool) -> str:
+  """What a tag shows once closed (`frame` its open construct)."""
+  if frame.name is None:
+    frame.name = "".join(frame.shown)
+  tag = frame.name.strip().lower()
+  markup = frame.opener.wiki_markup
+  if tag in ("li", "dt", "dd") and markup:  # a list line's marker
+    return _DROP_LINE
+  if tag == "br":
+    return " "
+  if tag in DROPPED_TAGS or markup == "{|" or self_closing or frame.contents is None:
+    return ""
+  return "".join(frame.contents)
+
+
+def _render(tokens: list) -> str:
+  """The visible text of mwparserfromhell's tokens of a page. (Read off the tokenizer's
+  stream: the tree mwparserfromhell's builder makes of it is built once, walked once, and costs
+  more than the tokenizer and this together.)"""
+  stack = [_Frame(None)]
+  for token in tokens:
+    kind = type(token)
+    frame = stack[-1]
+    if kind is wiki_tokens.Text:
+      frame.shown.append(token.text)
+    elif kind in _OPENERS:
+      stack.append(_Frame(token))
+    elif kind is wiki_tokens.WikilinkSeparator:
+      frame.title, frame.shown = "".join(frame.shown).strip(), []
+    elif kind is wiki_tokens.ExternalLinkSeparator:
+      frame.title, frame.shown = "", []  # the URL: shown nothing; the label next
+    elif kind is wiki_tokens.TagAttrStart or kind is wiki_tokens.TagCloseOpen:
+      if frame.name is None:
+        frame.name = "".join(frame.shown)
+      frame.shown = []  # an attribute's text is not shown; after TagCloseOpen: the contents
+    elif kind is wiki_tokens.TagOpenClose:
+      frame.contents, frame.shown = frame.shown, []  # the closing tag's name next
+    elif kind in _CLOSERS:
+      stack.pop()
+      shown = _SHOWN[kind](frame)
+      if shown:
+        stack[-1].shown.append(shown)
+    elif kind is wiki_tokens.HTMLEntityNumeric:
+      frame.numeric = True
+    elif kind is wiki_tokens.HTMLEntityHex:
+      frame.hexadecimal = True
+    # A template's separators, an attribute's `=` and quotes: nothing to show.
+  return "".join(stack[0].shown)
+
+
+def _link_shown(frame: _Frame) -> str:
+  if frame.title is not None:  # [[title|text]]
+    return "" if _hidden_link(frame.title) else "".join(frame.shown)
+  title = "".join(frame.shown).strip()  # its entities decoded: [[OS&nbsp;X]] shows "OS X"
+  return "" if _hidden_link(title) else title.lstrip(":")
+
+
+def _entity_shown(frame: _Frame) -> str:
+  return wiki_nodes.HTMLEntity("".join(frame.shown), named=not frame.numeric,
+                               hexadecimal=frame.hexadecimal).normalize()
+
+
+_OPENERS = frozenset({
+    wiki_tokens.WikilinkOpen, wiki_tokens.ExternalLinkOpen, wiki_tokens.HTMLEntityStart,
+    wiki_tokens.HeadingStart, wiki_tokens.TagOpenOpen, wiki_tokens.TemplateOpen,
+    wiki_tokens.ArgumentOpen, wiki_tokens.CommentStart})
+# What each closing token's construct shows.
+_SHOWN = {
+    wiki_tokens.WikilinkClose: _link_shown,
+    # [http://x label]: the label; a bare URL or [http://x]: nothing
+    wiki_tokens.ExternalLinkClose: lambda frame: "" if frame.title is None else "".join(frame.shown),
+    wiki_tokens.HTMLEntityEnd: _entity_shown,
+    wiki_tokens.HeadingEnd: lambda frame: _DROP_LINE,
+    wiki_tokens.TagCloseClose: lambda frame: _closed_tag(frame, False),
+    wiki_tokens.TagCloseSelfclose: lambda frame: _closed_tag(frame, True),
     # Templates, template arguments, comments: nothing.
+    wiki_tokens.TemplateClose: lambda frame: "",
+    wiki_tokens.ArgumentClose: lambda frame: "",
+    wiki_tokens.CommentEnd: lambda frame: "",
+}
+_CLOSERS = frozenset(_SHOWN)
 
 
 def parse(wikitext: str) -> ParsedPage:
   """The parsed page, what no passage shows cut first (`prefilter`): the slow step."""
   text, templates = prefilter.strip(wikitext, _hidden_link)
-  return ParsedPage(mwparserfromhell.parse(text), templates)
+  return ParsedPage(_Tokenizer().tokenize(text, 0, False), templates)
 
 
 def is_disambiguation(page: ParsedPage) -> bool:
@@ -134,13 +204,12 @@ def _tidy(text: str) -> str:
 
 def passages(page: ParsedPage) -> list[str]:
   """The paragraphs of a parsed page (`parse`), in order: each one line of prose."""
-  out = []
-  _render(page.code.nodes, out)
   paragraphs = []
-  for line in _tidy("".join(out)).split("\n"):
-    if _DROP_LINE in line or LEFTOVER_MARKUP.search(line):
-      continue
+  for line in _tidy(_render(page.tokens)).split("\n"):
     line = line.strip()
-    if any(c.isalnum() for c in line) and not FORMULA_REST.match(line):
+    if (not line or _DROP_LINE in line or line.startswith(LEFTOVER_LINE_START)
+        or any(markup in line for markup in LEFTOVER_MARKUP) or FORMULA_REST.match(line)):
+      continue
+    if line[0].isalnum() or any(c.isalnum() for c in line):
       paragraphs.append(line)
   return paragraphs
