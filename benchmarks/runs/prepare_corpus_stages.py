@@ -5,8 +5,8 @@ The sample is benchmarks/peers/corpus_compare.py's (the real articles of the exc
 $BERT_TF_DATA/wikipedia, repeated --copies times under new titles and ids, one .xml.bz2 stream).
 The stages, each timed by this process's CPU clock over every page:
   read      bz2 and the XML: the pages out of the dump (`sources.plan_units`)
-  parse     `wikitext.parse`: the page's wikitext to mwparserfromhell's tree
-  render    the tree to paragraphs (`wikitext.is_disambiguation`, `wikitext.passages`)
+  parse     `wikitext.parse`: the page's wikitext parsed (the prefilter, then mwparserfromhell)
+  render    the parse to paragraphs (`wikitext.is_disambiguation`, `wikitext.passages`)
   split     the paragraphs to sentences (the default splitter)
   write     the document's text, its placement and hash (`units.process_unit`'s rest), and the
             bytes written to a file
@@ -45,9 +45,10 @@ def stages(path: str, output: str) -> dict:
     seconds["read"] = clock() - started
     for page in pages:
       started = clock()
-      code = wikitext.parse(page.text)
+      parsed_page = wikitext.parse(page.text)
       parsed = clock()
-      paragraphs = None if wikitext.is_disambiguation(code) else wikitext.passages(code)
+      paragraphs = (None if wikitext.is_disambiguation(parsed_page)
+                    else wikitext.passages(parsed_page))
       rendered = clock()
       lines = [" ".join(s.split()) for p in paragraphs or () for s in split(p)]
       done_split = clock()
