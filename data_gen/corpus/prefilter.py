@@ -1,17 +1,20 @@
 """What a page's text passages never show, cut from its wikitext before mwparserfromhell parses it.
 
 Most of a real article's bytes are templates (infoboxes, citations, navboxes), references,
-comments and tables, and `wikitext` drops all of them. Building mwparserfromhell's tree for them
-is most of the parse's time, so they are cut here first, by a scanner that finds the same spans
-the parser would: templates by their balanced braces (nested, `{{{argument}}}`s inside too),
-`<ref>...</ref>` and `<ref .../>`, `<references>`, comments, and the tags whose contents the
-parser reads as plain text (`<math>`, `<pre>`, `<nowiki>`, ...: mwparserfromhell's
-PARSER_BLACKLIST), which are skipped whole so that braces in a formula count for nothing. Those
-tags are cut too when `wikitext` drops them; `<nowiki>` stays for the parser. Tables go by their
-lines (`without_tables`).
+comments and tables, and `wikitext` drops all of them; tokenizing them, and rendering what they
+become, is most of the parse's time. So they are cut here first, by a scanner that finds the
+same spans the parser would: templates by their balanced braces (nested, `{{{argument}}}`s
+inside too; a first pass over the braces alone), `<ref>...</ref>` and `<ref .../>`,
+`<references>`, comments, and the tags whose contents the parser reads as plain text (`<math>`,
+`<pre>`, `<nowiki>`, ...: mwparserfromhell's PARSER_BLACKLIST), which are skipped whole so that
+braces in a formula count for nothing. Those tags are cut too when `wikitext` drops them;
+`<nowiki>` stays for the parser. Tables go by their lines (`without_tables`), and so do heading
+and list lines. A link to a file or a category goes whole, its caption's links too; a plain link
+(nothing for the parser in it) becomes the text it shows.
 
 What does not close (a `{{` without its `}}`, a `<ref>` without `</ref>`, a comment left open) is
-left as it is: the parser reads it as text, and `wikitext` drops the line that shows it.
+left as it is: the parser reads it as text, and `wikitext` drops the line that shows it. Each
+scan goes forward once: a page of unclosed `{{` costs no more than one of text.
 
 Each top-level template's name is kept: `wikitext` tells a disambiguation page by them.
 """
@@ -24,10 +27,13 @@ _VERBATIM_TAGS = frozenset(definitions.PARSER_BLACKLIST)
 # Tags (verbatim or not) whose whole element the text passages drop.
 _CUT_TAGS = frozenset({"ref", "references"}) | (_VERBATIM_TAGS - {"nowiki", "section"})
 _BLOCK_TAGS = "|".join(sorted(_CUT_TAGS | _VERBATIM_TAGS, key=len, reverse=True))
-# What the scanner acts on, the leftmost first: a comment's start, a run of braces, an opening
-# tag of the ones above (its name in group 1; group 2 "/" when it closes itself).
-_TOKEN = re.compile(r"<!--|\{\{+|\}\}+|\[\[|<(" + _BLOCK_TAGS + r")\b[^<>]*?(/?)>",
-                    re.IGNORECASE)
+# A comment's start, or an opening tag of the ones above (its name in group 1; group 2 "/" when it
+# closes itself): an element whose braces are no template's.
+_ELEMENT = r"<!--|<(" + _BLOCK_TAGS + r")\b[^<>]*?(/?)>"
+# What the scanner acts on, the leftmost first: first runs of braces (and the elements to skip),
+# then links and the elements to cut.
+_BRACES = re.compile(r"\{\{+|\}\}+|" + _ELEMENT, re.IGNORECASE)
+_TOKEN = re.compile(r"\[\[|" + _ELEMENT, re.IGNORECASE)
 # A link with nothing for the parser in it: its title (group 1) and text (group 2), plain.
 _PLAIN_LINK = re.compile(r"\[\[([^\[\]{}<>|&'\n]+)(?:\|([^\[\]{}<>|&'\n]*))?\]\]")
 _CLOSING_TAGS = {tag: re.compile(rf"</{tag}\s*>", re.IGNORECASE) for tag in _CUT_TAGS | _VERBATIM_TAGS}
@@ -57,15 +63,30 @@ def without_tables(wikitext: str) -> str:
   return wikitext if depth else "\n".join(kept)
 
 
-def _element_end(wikitext: str, token: re.Match) -> int:
-  """Where the comment or tag element that `token` opens ends, or -1 where it does not close."""
-  if token.group() == "<!--":
-    end = wikitext.find("-->", token.end())
-    return end + 3 if end >= 0 else -1
-  if token.group(2):  # <ref name="x" />
-    return token.end()
-  closing = _CLOSING_TAGS[token.group(1).lower()].search(wikitext, token.end())
-  return closing.end() if closing else -1
+class _Elements:
+  """Where the comments and tag elements of a text end. Each kind's closing is searched forward
+  only: once one is missing, no later element of its kind closes either (so each one left open
+  costs nothing more, not a search to the text's end)."""
+
+  def __init__(self, text: str):
+    self.text, self.unclosed = text, set()
+
+  def end(self, token: re.Match) -> int:
+    """Where the element that `token` opens ends, or -1 where it does not close."""
+    if token.group(2):  # <ref name="x" />
+      return token.end()
+    kind = token.group(1).lower() if token.group(1) else "<!--"
+    if kind in self.unclosed:
+      return -1
+    if kind == "<!--":
+      end = self.text.find("-->", token.end())
+      end = end + 3 if end >= 0 else -1
+    else:
+      closing = _CLOSING_TAGS[kind].search(self.text, token.end())
+      end = closing.end() if closing else -1
+    if end < 0:
+      self.unclosed.add(kind)
+    return end
 
 
 def _opened(run: int) -> list[int]:
@@ -114,61 +135,71 @@ def _shown(link: re.Match, hidden_link) -> str | None:
   return shown if not shown or shown[0].isalnum() else None
 
 
+def _template_spans(text: str) -> list[tuple[int, int]]:
+  """[start, end) of each template (or argument) the parser finds at the top level, in order:
+  closed, and inside none that closes (a `{{` that never closes is text to the parser)."""
+  elements = _Elements(text)
+  starts, braces, parents = [], [], []  # of each construct opened
+  open_now: list[int] = []  # the constructs open, outermost first
+  closed = {}  # construct -> its end
+  pos = 0
+  while (token := _BRACES.search(text, pos)):
+    run, pos = token.group(), token.end()
+    if run[0] == "<":
+      end = elements.end(token)
+      pos = max(end, pos)  # skipped whole where it closes; else the parser's to judge
+    elif run[0] == "{":
+      start = token.start()
+      for part in _opened(len(run)):
+        parents.append(open_now[-1] if open_now else -1)
+        open_now.append(len(starts))
+        starts.append(start)
+        braces.append(part)
+        start += part
+    else:
+      left = len(run)
+      while open_now and left >= 2:  # innermost first; a `}}` closes a `{{{` too
+        construct = open_now.pop()
+        left -= min(braces[construct], left)
+        closed[construct] = token.end() - left  # braces left over are text after it
+  return [(starts[c], end) for c, end in sorted(closed.items())
+          if parents[c] < 0 or parents[c] not in closed]
+
+
 def strip(wikitext: str, hidden_link) -> tuple[str, list[str]]:
   """(the wikitext less its tables, templates, references, comments and dropped verbatim tags,
   its plain links as the text they show (`hidden_link(title)`: a link that shows nothing); the
   names of its top-level templates, in order)."""
   text = without_tables(wikitext)
+  elements = _Elements(text)
   kept, names = [], []
   keep_from = pos = 0
-  open_braces: list[int] = []  # the constructs open, outermost first: 2 or 3 braces each
-  start = 0  # where the outermost open template began
-  while True:
-    token = _TOKEN.search(text, pos)
-    if token is None:
-      if not open_braces:
-        break
-      # The outermost `{{` never closes: the parser reads it as text; scan on after it.
-      open_braces, pos = [], start + 2
-      continue
-    first = token.group()[0]
-    if first == "<":
-      end = _element_end(text, token)
-      if end < 0:  # left open: the parser's to judge
-        pos = token.end()
-        continue
-      if not open_braces and (token.group() == "<!--" or token.group(1).lower() in _CUT_TAGS):
-        keep_from = _cut(kept, text, keep_from, token.start(), end)
-      pos = max(end, keep_from)
-    elif first == "[":
-      pos, shown = token.end(), None
-      link = None if open_braces else _PLAIN_LINK.match(text, token.start())
-      if link is not None:
-        shown, end = _shown(link, hidden_link), link.end()
-      elif not open_braces and hidden_link(_LINK_TITLE.match(text, token.start()).group(1).strip()):
-        # A file's or category's link, links in its caption too: it shows nothing.
-        end = _link_end(text, token.start())
-        shown = "" if end >= 0 else None
-      if shown:  # (emphasis around it stays: the parser shows its text alike)
-        kept += [text[keep_from:token.start()], shown]
-        keep_from = pos = end
-      elif shown is not None:
-        keep_from = pos = _cut(kept, text, keep_from, token.start(), end)
-    elif first == "{":
-      if not open_braces:
-        start = token.start()
-      open_braces += _opened(len(token.group()))
+  for start, end in _template_spans(text) + [(len(text), len(text))]:
+    while pos < start and (token := _TOKEN.search(text, pos, start)):
       pos = token.end()
-    elif not open_braces:
-      pos = token.end()  # a `}}` that closes nothing: text, as the parser reads it
-    else:
-      run = len(token.group())
-      while open_braces and run >= 2:  # innermost first; a `}}` closes a `{{{` too
-        run -= min(open_braces.pop(), run)
-      pos = token.end() - run  # braces left over are text after it
-      if not open_braces:
-        names.append(_TEMPLATE_NAME.match(text, start).group(1).strip())
-        keep_from = pos = _cut(kept, text, keep_from, start, pos)
+      if token.group() == "[[":
+        link = _PLAIN_LINK.match(text, token.start())
+        if link is not None:
+          shown, cut_end = _shown(link, hidden_link), link.end()
+        elif hidden_link(_LINK_TITLE.match(text, token.start()).group(1).strip()):
+          # A file's or category's link, links in its caption too: it shows nothing.
+          cut_end = _link_end(text, token.start())
+          shown = "" if cut_end >= 0 else None
+        else:
+          shown = None
+        if shown:  # (emphasis around it stays: the parser shows its text alike)
+          kept += [text[keep_from:token.start()], shown]
+          keep_from = pos = cut_end
+        elif shown is not None:
+          keep_from = pos = _cut(kept, text, keep_from, token.start(), cut_end)
+      else:
+        element_end = elements.end(token)
+        if element_end >= 0 and (token.group(1) is None or token.group(1).lower() in _CUT_TAGS):
+          keep_from = _cut(kept, text, keep_from, token.start(), element_end)
+        pos = max(element_end, keep_from, pos)
+    if pos <= start < len(text):  # (a cut may have taken it: a template in a file's caption)
+      names.append(_TEMPLATE_NAME.match(text, start).group(1).strip())
+      keep_from = pos = _cut(kept, text, keep_from, start, end)
   if kept:
     kept.append(text[keep_from:])
     text = "".join(kept)
