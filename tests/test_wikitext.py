@@ -90,9 +90,11 @@ def test_what_does_not_close_is_left_to_the_parser():
     assert _strip(text) == (text, [])
   # The `{{` that never closes is text; a template after it is cut.
   assert _strip("A {{x B {{y}} C") == ("A {{x B  C", ["y"])
-  # Each scan goes forward once: 20,000 unclosed `{{` took 211 s when each rescanned the page.
+  # Each scan goes forward once: 20,000 unclosed `{{` took 211 s when each rescanned the page
+  # (and unclosed file links alike).
   started = time.process_time()
   assert _strip("{{a " * 20000 + "{{b}}") == ("{{a " * 20000, ["b"])
+  assert _strip("[[File:a " * 20000) == ("[[File:a " * 20000, [])
   assert time.process_time() - started < 2
 
 

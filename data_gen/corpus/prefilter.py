@@ -114,15 +114,16 @@ def _cut(kept: list[str], text: str, keep_from: int, start: int, end: int) -> in
   return end
 
 
-def _link_end(text: str, start: int) -> int:
-  """Where the link opening at `start` ends, links nested in it counted; -1 where it does not
-  close."""
-  depth = 0
-  for bracket in _LINK_BRACKETS.finditer(text, start):
-    depth += 1 if bracket.group() == "[[" else -1
-    if not depth:
-      return bracket.end()
-  return -1
+def _link_ends(text: str) -> dict[int, int]:
+  """Where each link that closes ends, by where it starts, links nested in it counted (one pass
+  for the page, not one a link)."""
+  ends, open_now = {}, []
+  for bracket in _LINK_BRACKETS.finditer(text):
+    if bracket.group() == "[[":
+      open_now.append(bracket.start())
+    elif open_now:
+      ends[open_now.pop()] = bracket.end()
+  return ends
 
 
 def _shown(link: re.Match, hidden_link) -> str | None:
@@ -171,7 +172,7 @@ def strip(wikitext: str, hidden_link) -> tuple[str, list[str]]:
   its plain links as the text they show (`hidden_link(title)`: a link that shows nothing); the
   names of its top-level templates, in order)."""
   text = without_tables(wikitext)
-  elements = _Elements(text)
+  elements, link_ends = _Elements(text), None
   kept, names = [], []
   keep_from = pos = 0
   for start, end in _template_spans(text) + [(len(text), len(text))]:
@@ -183,7 +184,8 @@ def strip(wikitext: str, hidden_link) -> tuple[str, list[str]]:
           shown, cut_end = _shown(link, hidden_link), link.end()
         elif hidden_link(_LINK_TITLE.match(text, token.start()).group(1).strip()):
           # A file's or category's link, links in its caption too: it shows nothing.
-          cut_end = _link_end(text, token.start())
+          link_ends = _link_ends(text) if link_ends is None else link_ends
+          cut_end = link_ends.get(token.start(), -1)
           shown = "" if cut_end >= 0 else None
         else:
           shown = None
