@@ -95,6 +95,7 @@ def test_what_does_not_close_is_left_to_the_parser():
   started = time.process_time()
   assert _strip("{{a " * 20000 + "{{b}}") == ("{{a " * 20000, ["b"])
   assert _strip("[[File:a " * 20000) == ("[[File:a " * 20000, [])
+  assert _strip("<ref>x</ref>{{a}}" * 20000) == ("", ["a"] * 20000)  # cuts side by side
   assert time.process_time() - started < 2
 
 

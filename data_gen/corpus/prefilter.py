@@ -100,16 +100,14 @@ def _cut(kept: list[str], text: str, keep_from: int, start: int, end: int) -> in
   """Appends text[keep_from:start] to `kept` for a cut of [start, end); returns where the text
   goes on: past `end`, and past an emphasis the cut leaves empty (in `(''{{lang|de|X}}'')` both
   `''` go: the parser renders nothing for them, but would show an apostrophe of `''''`)."""
-  kept.append(text[keep_from:start])
-  last = len(kept) - 1
-  while last and not kept[last]:  # cuts side by side: the text before the first
-    last -= 1
-  if not kept[last].endswith("'"):
+  if start > keep_from:  # (no empty piece: cuts side by side look back to the text before them)
+    kept.append(text[keep_from:start])
+  if not kept or not kept[-1].endswith("'"):
     return end
-  before = len(kept[last]) - len(kept[last].rstrip("'"))
+  before = len(kept[-1]) - len(kept[-1].rstrip("'"))
   after = len(text[end:end + 6]) - len(text[end:end + 6].lstrip("'"))
   if before == after and before in (2, 3, 5):
-    kept[last] = kept[last][:-before]
+    kept[-1] = kept[-1][:-before]
     return end + after
   return end
 
@@ -202,7 +200,7 @@ def strip(wikitext: str, hidden_link) -> tuple[str, list[str]]:
     if pos <= start < len(text):  # (a cut may have taken it: a template in a file's caption)
       names.append(_TEMPLATE_NAME.match(text, start).group(1).strip())
       keep_from = pos = _cut(kept, text, keep_from, start, end)
-  if kept:
+  if keep_from:  # something was cut
     kept.append(text[keep_from:])
     text = "".join(kept)
   return _DROPPED_LINE.sub("", text), names
