@@ -18,7 +18,8 @@ page elements are copied unchanged --copies times, copy k under the title "T (k)
 + k * 10**8 (a page's text unchanged), behind one English <siteinfo> (WikiExtractor reads up to
 it before any page), written as one .xml.bz2 stream (--form=multistream: 100 pages a bz2 stream,
 with the index beside it, as the whole English Wikipedia ships). Both sides read that file.
---copies=43 gives 516 pages, 37.78 MB of XML, about the size of issue 53's held-out sample (36.5 MB).
+--copies=43 gives 516 pages, 37.78 MB of XML, about the size of issue 53's held-out sample
+(36.5 MB).
 
 Speed: MB of (uncompressed) XML per wall second of the whole command (start-up, bz2,
 extraction, splitting, writing: everything between the dump and one-sentence-a-line text),
@@ -62,7 +63,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))  # benchmarks/peers
 ROOT = os.path.dirname(os.path.dirname(HERE))  # the repository
 PAGES_PER_STREAM = 100  # as Wikimedia's multistream dumps
 # What a real English dump's <siteinfo> says of the namespaces WikiExtractor needs to know.
-HEADER = """<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.10/" version="0.10" xml:lang="en">
+HEADER = """<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.10/" version="0.10" \
+xml:lang="en">
   <siteinfo>
     <sitename>Wikipedia</sitename>
     <dbname>enwiki</dbname>

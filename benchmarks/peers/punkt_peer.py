@@ -30,7 +30,8 @@ from benchmarks import splitter_eval  # the Golden Rules, and the speed on parag
 
 def train(text: str):
   """An NLTK PunktSentenceTokenizer trained on `text`."""
-  from nltk.tokenize import punkt  # pylint: disable=g-import-not-at-top  (only this mode needs nltk)
+  # Only this mode needs nltk.
+  from nltk.tokenize import punkt  # pylint: disable=g-import-not-at-top
   trainer = punkt.PunktTrainer()
   trainer.train(text, finalize=True)
   return punkt.PunktSentenceTokenizer(trainer.get_params())

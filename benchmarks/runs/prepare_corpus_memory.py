@@ -7,8 +7,8 @@ multistream), --copies and 10x --copies times. Each run is the command (`python 
 data_gen.prepare_corpus --num_workers=N`); its RSS is sampled every 0.2 s
 (benchmarks/runs/data_gen.py's sampler: the main process, the largest worker, and their sum).
 
-  BERT_TF_DATA=../shared/data PYTHONPATH=. .venv/bin/python -m benchmarks.runs.prepare_corpus_memory \\
-      --copies=8
+  BERT_TF_DATA=../shared/data PYTHONPATH=. .venv/bin/python \\
+      -m benchmarks.runs.prepare_corpus_memory --copies=8
 """
 import argparse
 import json

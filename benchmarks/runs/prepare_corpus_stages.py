@@ -12,8 +12,8 @@ The stages, each timed by this process's CPU clock over every page:
             bytes written to a file
 --profile prints cProfile's top functions (by their own time) over the same run.
 
-  BERT_TF_DATA=../shared/data PYTHONPATH=. .venv/bin/python -m benchmarks.runs.prepare_corpus_stages \\
-      --copies=4
+  BERT_TF_DATA=../shared/data PYTHONPATH=. .venv/bin/python \\
+      -m benchmarks.runs.prepare_corpus_stages --copies=4
 """
 import argparse
 import cProfile

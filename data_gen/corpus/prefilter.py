@@ -36,7 +36,8 @@ _BRACES = re.compile(r"\{\{+|\}\}+|" + _ELEMENT, re.IGNORECASE)
 _TOKEN = re.compile(r"\[\[|" + _ELEMENT, re.IGNORECASE)
 # A link with nothing for the parser in it: its title (group 1) and text (group 2), plain.
 _PLAIN_LINK = re.compile(r"\[\[([^\[\]{}<>|&'\n]+)(?:\|([^\[\]{}<>|&'\n]*))?\]\]")
-_CLOSING_TAGS = {tag: re.compile(rf"</{tag}\s*>", re.IGNORECASE) for tag in _CUT_TAGS | _VERBATIM_TAGS}
+_CLOSING_TAGS = {tag: re.compile(rf"</{tag}\s*>", re.IGNORECASE)
+                 for tag in _CUT_TAGS | _VERBATIM_TAGS}
 _LINK_BRACKETS = re.compile(r"\[\[|\]\]")
 _LINK_TITLE = re.compile(r"\[\[([^\[\]{}<>|\n]*)")
 # A heading or list line: the passages drop it whole; where nothing on it may open what goes on

@@ -169,7 +169,8 @@ _OPENERS = frozenset({
 _SHOWN = {
     wiki_tokens.WikilinkClose: _link_shown,
     # [http://x label]: the label; a bare URL or [http://x]: nothing
-    wiki_tokens.ExternalLinkClose: lambda frame: "" if frame.title is None else "".join(frame.shown),
+    wiki_tokens.ExternalLinkClose:
+        lambda frame: "" if frame.title is None else "".join(frame.shown),
     wiki_tokens.HTMLEntityEnd: _entity_shown,
     wiki_tokens.HeadingEnd: lambda frame: _DROP_LINE,
     wiki_tokens.TagCloseClose: lambda frame: _closed_tag(frame, False),
