@@ -8,14 +8,15 @@ processes (`pipeline`). The steps:
   Clean     per unit: `units.process_unit`, on the Beam worker's thread (the page time
             limit works there too); the unit's documents to a scratch file, back to back, and
             a small entry per document (split, shard, size, counts, text hash).
-  Shards    per output file: every unit's documents of that shard and split, in unit order,
-            copied from the scratch files; --dedup decided over all units in order, as the
-            local path decides it. Written under temporary names, renamed by the driver once
-            every one is complete.
-  Stats     one element: the totals (`pipeline.Totals`, the local path's), to the
-            scratch directory; the driver adds the timing and writes the stats file. The
-            counts come through the pipeline's elements, not the runner's metrics, which not
-            every runner reports (DaskRunner does not).
+  Shards    per output file, given every unit's entries (`beam_options.Gather`): that shard
+            and split's documents, in unit order, copied from the scratch files; --dedup
+            decided over all units in order, as the local path decides it. Written under
+            temporary names, renamed by the driver once every one is complete.
+  Stats     beside Shards, from every unit's entries: the totals (`pipeline.Totals`, the
+            local path's) and each output file's documents, to the scratch directory; the
+            driver adds the timing and writes the stats file. The counts come through the
+            pipeline's elements, not the runner's metrics, which not every runner reports
+            (DaskRunner does not).
 
 Deterministic: a document's shard and split depend on its identity, its place on its unit's
 order, never on which worker ran what. Only units, file names and small entries cross between
@@ -98,11 +99,19 @@ def _documents(units: list[UnitFile], dedup: bool):
       offset += entry[2]
 
 
-def _write_shard(target: tuple[int, int], paths: list[list[str]], units: list[UnitFile],
-                 dedup: bool, suffix: str) -> tuple[str, int]:
-  """Shards: output file `target` (split, shard) under its name + `suffix`."""
+def _unit_number(unit) -> int:
+  """A unit's (or a UnitFile's) place, for `beam_options.Spread`: its file's units in turn."""
+  return sum(unit.order)
+
+
+def _write_shard(job: tuple[int, list[UnitFile]], targets: list[tuple[int, int]],
+                 paths: list[list[str]], dedup: bool, suffix: str) -> str:
+  """Shards: output file targets[i] (split, shard) of job (i, units) under its name +
+  `suffix`."""
+  index, units = job
+  target = targets[index]
   split, shard = target
-  path, count = paths[split][shard], 0
+  path = paths[split][shard]
   source, source_path = None, None
   try:
     with beam_files.open_write(path + suffix) as out:
@@ -114,28 +123,28 @@ def _write_shard(target: tuple[int, int], paths: list[list[str]], units: list[Un
             source, source_path = beam_files.open_read(unit.path), unit.path
           source.seek(offset)
           out.write(source.read(entry[2]))
-          count += 1
   finally:
     if source is not None:
       source.close()
-  return path, count
+  return path
 
 
-def _write_stats(unused_element, units: list[UnitFile], shards: list[tuple[str, int]],
-                 input_files: list[str], kinds: dict[str, str], config: CorpusConfig,
-                 outputs: list[str], path: str) -> None:
-  """Stats: the local path's totals, to `path`."""
+def _write_stats(units: list[UnitFile], input_files: list[str], kinds: dict[str, str],
+                 config: CorpusConfig, paths: list[list[str]], path: str) -> None:
+  """Stats: the local path's totals, and the documents of each output file, to `path`."""
   totals = pipeline.Totals(config.dedup)
+  written = [[0] * len(split) for split in paths]
   for unit in sorted(units, key=lambda u: u.order):
     totals.add_unit(unit.counts, unit.source_bytes, unit.warnings)
     for entry, digest in zip(unit.entries.tolist(), unit.digests):
       if totals.keep(digest):
         totals.add_document(entry[0], entry[2], entry[3], entry[4])
+        written[entry[0]][entry[1]] += 1
   if not sum(totals.documents):
     raise pipeline.empty_corpus(input_files, totals.counts)
-  counts = dict(shards)
-  beam_files.write_json(path, totals.stats(input_files, kinds, config,
-                                           {p: counts[p] for p in outputs}))
+  beam_files.write_json(path, totals.stats(
+      input_files, kinds, config,
+      {p: n for split, counts in zip(paths, written) for p, n in zip(split, counts)}))
 
 
 def prepare_corpus(input_files: list[str],
@@ -167,22 +176,25 @@ def prepare_corpus(input_files: list[str],
   start = time.monotonic()
   try:
     p = beam.Pipeline(options=options)
-    side = beam.pvalue.AsList
     units = (p | "Files" >> beam.Create([(i, path, kinds[path])
                                          for i, path in enumerate(input_files)])
              | "Plan" >> beam.FlatMap(_plan, unit_chars)
-             | "Spread" >> beam.Reshuffle()
-             | "Clean" >> beam.Map(_clean, config, scratch))
+             | "Spread" >> beam_options.Spread(beam_options.spread_partitions(options),
+                                               key=_unit_number)
+             | "Clean" >> beam.Map(_clean, config, scratch)
+             | "Units" >> beam_options.Gather())
     targets = [(units_lib.TRAIN, s) for s in range(len(train))] + \
               [(units_lib.HOLDOUT, s) for s in range(len(holdout))]
-    shards = (p | "Outputs" >> beam.Create(targets)
-              | "Shards" >> beam.Map(_write_shard, [train, holdout], side(units),
-                                     config.dedup, suffix))
-    # Stats last, on every other step: DaskRunner runs the last step applied and what it
-    # needs, no more.
-    _ = (p | "Job" >> beam.Create([None])
-         | "Stats" >> beam.Map(_write_stats, side(units), side(shards), input_files, kinds,
-                               config, outputs, FileSystems.join(scratch, "stats.json")))
+    shards = (units
+              | "Outputs" >> beam.FlatMap(lambda units: ((i, units) for i in range(len(targets))))
+              | "Spread outputs" >> beam.Reshuffle()  # (on Dask a no-op: copies, in one task)
+              | "Shards" >> beam.Map(_write_shard, targets, [train, holdout], config.dedup,
+                                     suffix))
+    stats = units | "Stats" >> beam.Map(_write_stats, input_files, kinds, config,
+                                        [train, holdout],
+                                        FileSystems.join(scratch, "stats.json"))
+    # Last, on both: DaskRunner runs the last step applied and what it reads, no more.
+    _ = (shards, stats) | "Done" >> beam.Flatten()
     beam_options.run(p)
     stats = beam_files.read_json(FileSystems.join(scratch, "stats.json"))
     FileSystems.rename([path + suffix for path in outputs], outputs)  # all or none, as locally

@@ -1,22 +1,32 @@
 """What both jobs' Beam pipelines share: the runner and pipeline options of --runner=NAME,
 checked before the job starts (before TensorFlow loads, for create_pretraining_data): a typo
 fails in seconds; a pipeline's run to its end (`run`), with the user's error in a failed one
-as one line (`user_error`).
+as one line (`user_error`); the transforms that spread the work over any runner's workers
+(`Spread`) and gather it back (`Gather`).
 
 `DirectRunner` runs as the FnApiRunner: the DirectRunner first tries Beam's Prism runner,
 which it downloads from the internet, and an offline machine stalls or fails there.
 `DaskRunner` (Beam knows it by its class path only) runs on a Dask cluster: Beam's
 --dask_client_address=tcp://HOST:8786 for a running one, else a LocalCluster of this machine's
-cores (`pip install -e '.[dask]'`).
+cores (`pip install -e '.[dask]'`). It runs a pipeline as one graph of Dask bags, and three
+things of that shape the pipelines: a Reshuffle is a no-op, so the work spreads only over a
+step's partitions (`Spread` makes them); a step's side input is computed again, in one task,
+for each task that reads it, so a step's results go on as main inputs (`Gather`), computed
+once, in parallel; and it computes the last step applied and what that one reads, so each
+pipeline ends in a Flatten of its last steps.
 """
 import contextlib
+import functools
 import importlib
 import io
 import logging
 import os
 import re
+from typing import Any, Callable
 
+import apache_beam as beam
 from apache_beam.options import pipeline_options as options_lib
+from apache_beam.transforms import combiners
 from apache_beam.runners import runner as runner_lib
 
 from bert_tf.common import errors
@@ -27,6 +37,11 @@ DASK_RUNNER = "apache_beam.runners.dask.dask_runner.DaskRunner"
 # Short names (lower case) of runners Beam's own map lacks, and the extra each needs.
 _RUNNERS = {"dask": DASK_RUNNER, "daskrunner": DASK_RUNNER}
 _EXTRAS = {DASK_RUNNER: "dask"}
+# The partitions `Spread` makes on DaskRunner without --dask_npartitions, per core of this
+# machine (a LocalCluster's worker threads): two, so that workers finishing unevenly still
+# find work; not many more, as the Gather after them costs Dask partitions squared tasks
+# (16 partitions: ~10 s of a 2-core machine).
+DASK_PARTITIONS_PER_CORE = 2
 
 
 def pipeline_options(beam_args: list[str],
@@ -127,3 +142,55 @@ def run(pipeline) -> None:
     if found is None:
       raise
     raise found from None
+
+
+def spread_partitions(options: options_lib.PipelineOptions) -> int | None:
+  """The partitions `Spread` makes: on DaskRunner, --dask_npartitions (else
+  DASK_PARTITIONS_PER_CORE a core of this machine: give a cluster's, 2 a worker thread); None
+  on other runners (a Reshuffle spreads the elements there)."""
+  if options.view_as(options_lib.StandardOptions).runner != DASK_RUNNER:
+    return None
+  return (options.get_all_options().get("npartitions") or
+          DASK_PARTITIONS_PER_CORE * len(os.sched_getaffinity(0)))
+
+
+def _in_partition(element, key: Callable[[object], int], partitions: int, partition: int) -> bool:
+  return key(element) % partitions == partition
+
+
+class Spread(beam.PTransform):
+  """The elements, spread over the runner's workers for the next step: Beam's Reshuffle; on
+  DaskRunner (partitions: `spread_partitions`), the partitions of a Flatten, element e in
+  partition key(e) % partitions (a Filter each: Dask runs a step as one task a partition).
+
+  On Dask, for the job's heavy step alone: each of its partitions is a Filter of each of the
+  partitions it reads, so partitions multiply with each Spread down a pipeline (a Gather keeps
+  them: Dask's groupby does)."""
+
+  def __init__(self, partitions: int | None, key: Callable[[object], int]):
+    super().__init__()
+    self.partitions, self.key = partitions, key
+
+  def expand(self, pcoll):
+    if self.partitions is None:
+      return pcoll | beam.Reshuffle()
+    return ([pcoll | f"Partition {i}" >> beam.Filter(
+        functools.partial(_in_partition, key=self.key, partitions=self.partitions,
+                          partition=i)) for i in range(self.partitions)]
+            | beam.Flatten())
+
+
+class _Start:
+  """Gather's element of its own: a list, empty or not, comes out."""
+
+
+class Gather(beam.PTransform):
+  """The whole collection as one element, a list (in no order), also when it is empty: what a
+  side input (AsList) gives, as a main input (see the module doc)."""
+
+  def expand(self, pcoll):
+    start = pcoll.pipeline | "Start" >> beam.Create([_Start()]).with_output_types(Any)
+    return ((pcoll, start) | "With start" >> beam.Flatten()
+            | "List" >> combiners.ToList().without_defaults()  # (a default: a side input)
+            | "Elements" >> beam.Map(lambda items: [e for e in items
+                                                    if not isinstance(e, _Start)]))
