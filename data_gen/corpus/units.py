@@ -214,9 +214,11 @@ def process_unit(unit: sources.Unit, config: CorpusConfig) -> UnitResult:
     counts["documents_in"] += 1
     if paragraphs is None:
       continue
-    lines = [" ".join(s.split()) for p in paragraphs for s in split(p)]
-    lines = [line for line in lines if line]
-    words = sum(len(line.split()) for line in lines)
+    lines, words = [], 0  # each sentence's words split once, for its line and the count
+    for sentence in (s.split() for p in paragraphs for s in split(p)):
+      if sentence:
+        lines.append(" ".join(sentence))
+        words += len(sentence)
     if not lines:
       counts["skipped_empty"] += 1
     elif len(lines) < config.min_sentences:
