@@ -27,15 +27,16 @@ _VERBATIM_TAGS = frozenset(definitions.PARSER_BLACKLIST)
 # Tags (verbatim or not) whose whole element the text passages drop.
 _CUT_TAGS = frozenset({"ref", "references"}) | (_VERBATIM_TAGS - {"nowiki", "section"})
 _BLOCK_TAGS = "|".join(sorted(_CUT_TAGS | _VERBATIM_TAGS, key=len, reverse=True))
-# A comment's start, or an opening tag of the ones above (its name in group 1; group 2 "/" when it
-# closes itself): an element whose braces are no template's.
-_ELEMENT = r"<!--|<(" + _BLOCK_TAGS + r")\b[^<>]*?(/?)>"
+# A comment's start, or an opening tag of the ones above (its name the group "tag"; the group
+# "closes" "/" when it closes itself): an element whose braces are no template's.
+_ELEMENT = r"<!--|<(?P<tag>" + _BLOCK_TAGS + r")\b[^<>]*?(?P<closes>/?)>"
 # What the scanner acts on, the leftmost first: first runs of braces (and the elements to skip),
-# then links and the elements to cut.
+# then links and the elements to cut. A link is the whole link where nothing in it is for the
+# parser: its title (group 1) and text (group 2), plain. (In one match with the rest: most of a
+# page's tokens are such links.)
 _BRACES = re.compile(r"\{\{+|\}\}+|" + _ELEMENT, re.IGNORECASE)
-_TOKEN = re.compile(r"\[\[|" + _ELEMENT, re.IGNORECASE)
-# A link with nothing for the parser in it: its title (group 1) and text (group 2), plain.
-_PLAIN_LINK = re.compile(r"\[\[([^\[\]{}<>|&'\n]+)(?:\|([^\[\]{}<>|&'\n]*))?\]\]")
+_TOKEN = re.compile(r"\[\[(?:([^\[\]{}<>|&'\n]+)(?:\|([^\[\]{}<>|&'\n]*))?\]\])?|" + _ELEMENT,
+                    re.IGNORECASE)
 _CLOSING_TAGS = {tag: re.compile(rf"</{tag}\s*>", re.IGNORECASE)
                  for tag in _CUT_TAGS | _VERBATIM_TAGS}
 _LINK_BRACKETS = re.compile(r"\[\[|\]\]")
@@ -74,9 +75,9 @@ class _Elements:
 
   def end(self, token: re.Match) -> int:
     """Where the element that `token` opens ends, or -1 where it does not close."""
-    if token.group(2):  # <ref name="x" />
+    if token.group("closes"):  # <ref name="x" />
       return token.end()
-    kind = token.group(1).lower() if token.group(1) else "<!--"
+    kind = token.group("tag").lower() if token.group("tag") else "<!--"
     if kind in self.unclosed:
       return -1
     if kind == "<!--":
@@ -126,7 +127,7 @@ def _link_ends(text: str) -> dict[int, int]:
 
 
 def _shown(link: re.Match, hidden_link) -> str | None:
-  """What a plain link (`_PLAIN_LINK`) shows, where that starts with a letter or digit (no list
+  """What a plain link (`_TOKEN`'s) shows, where that starts with a letter or digit (no list
   or heading marker at a line's start for the parser to read) or is nothing; else None."""
   title, shown = link.group(1).strip(), link.group(2)
   if hidden_link(title):
@@ -177,10 +178,9 @@ def strip(wikitext: str, hidden_link) -> tuple[str, list[str]]:
   for start, end in _template_spans(text) + [(len(text), len(text))]:
     while pos < start and (token := _TOKEN.search(text, pos, start)):
       pos = token.end()
-      if token.group() == "[[":
-        link = _PLAIN_LINK.match(text, token.start())
-        if link is not None:
-          shown, cut_end = _shown(link, hidden_link), link.end()
+      if text[token.start()] == "[":
+        if token.group(1) is not None:
+          shown, cut_end = _shown(token, hidden_link), pos
         elif hidden_link(_LINK_TITLE.match(text, token.start()).group(1).strip()):
           # A file's or category's link, links in its caption too: it shows nothing.
           link_ends = _link_ends(text) if link_ends is None else link_ends
@@ -195,7 +195,8 @@ def strip(wikitext: str, hidden_link) -> tuple[str, list[str]]:
           keep_from = pos = _cut(kept, text, keep_from, token.start(), cut_end)
       else:
         element_end = elements.end(token)
-        if element_end >= 0 and (token.group(1) is None or token.group(1).lower() in _CUT_TAGS):
+        tag = token.group("tag")
+        if element_end >= 0 and (tag is None or tag.lower() in _CUT_TAGS):
           keep_from = _cut(kept, text, keep_from, token.start(), element_end)
         pos = max(element_end, keep_from, pos)
     if pos <= start < len(text):  # (a cut may have taken it: a template in a file's caption)
