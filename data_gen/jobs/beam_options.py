@@ -76,8 +76,9 @@ def pipeline_options(beam_args: list[str],
     with contextlib.redirect_stderr(usage):  # argparse's usage text: one line is enough
       known = options.get_all_options()
       given = options.get_all_options(retain_unknown_options=True)
-  except SystemExit:
-    raise ValueError(usage.getvalue().strip().splitlines()[-1]) from None
+  except SystemExit:  # argparse's "PROG: error: MESSAGE" (PROG: the script's file name)
+    raise ValueError(re.sub(r"^\S+: error: ", "",
+                            usage.getvalue().strip().splitlines()[-1])) from None
   unknown = sorted(set(given) - set(known))
   if unknown:
     raise ValueError(f"--{unknown[0]}: neither a flag of {program} nor a Beam "

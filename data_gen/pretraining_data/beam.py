@@ -6,21 +6,24 @@ worker processes (`pipeline`). The steps (each a parallel map unless said otherw
   Scan      per input file: its documents' byte extents and characters
             (`documents.document_extents`) and read stats; a .gz file's text is copied to the
             scratch directory, where its extents can be read back (a .gz stream cannot seek).
-  Plan      one element: the local path's chunks (`documents.chunk_documents` over the
-            extents), each a list of byte ranges of the corpus, keyed by its index.
+  Plan      one element, every file's scan (`beam_options.Gather`): the local path's chunks
+            (`documents.chunk_documents` over the extents), each a list of byte ranges of the
+            corpus, keyed by its index; the first also carries the corpus's read stats.
   Records   per chunk: reads its ranges back, tokenizes them, makes its instances
             (`instances.chunk_records`: seeded by the chunk's index, shuffled within the chunk,
             as locally) and writes them to a scratch file as TFRecord frames, grouped by
             residue: group q holds the chunk's records j = q, q + N, q + 2N, ... (N shards).
-  Shards    per shard: record j of chunk c is record offset(c) + j of the job, and the local
-            path deals record i to shard i mod N; so shard s is, in chunk order, group
-            (s - offset(c)) mod N of each chunk: one contiguous byte range per chunk, copied
-            (the frames are the bytes tf.io.TFRecordWriter writes). Written under temporary
-            names, which the driver renames once every shard is complete.
-  Stats     one element: the totals, to the scratch directory; the driver adds the timing and
-            writes the stats file beside the output, as the local path does. The counts (and
-            the workers' peak memory) come through the pipeline's elements, not the runner's
-            metrics, which not every runner reports (DaskRunner does not).
+  Shards    per shard, given every chunk's entry (`beam_options.Gather`): record j of chunk c
+            is record offset(c) + j of the job, and the local path deals record i to shard
+            i mod N; so shard s is, in chunk order, group (s - offset(c)) mod N of each chunk:
+            one contiguous byte range per chunk, copied (the frames are the bytes
+            tf.io.TFRecordWriter writes). Written under temporary names, which the driver
+            renames once every shard is complete.
+  Stats     beside Shards, from every chunk's entry: the totals, to the scratch directory; the
+            driver adds the timing and writes the stats file beside the output, as the local
+            path does. The counts (and the workers' peak memory) come through the pipeline's
+            elements, not the runner's metrics, which not every runner reports (DaskRunner
+            does not).
 
 Deterministic: every random draw depends on (random_seed, chunk index, dupe pass), every order
 on the chunk and shard indices, none on which worker ran what or when; a retried element
@@ -41,6 +44,7 @@ import contextlib
 import dataclasses
 import itertools
 import logging
+import operator
 import os
 import resource
 import shutil
@@ -91,19 +95,21 @@ class FileScan:
 @dataclasses.dataclass
 class ChunkPlan:
   """A chunk: its index (the seed) and its documents as (text_path, start, end, documents)
-  ranges, one per file it spans."""
+  ranges, one per file it spans; the first chunk's `read_stats`, the whole corpus's."""
   index: int
   ranges: list[tuple[str, int, int, int]]
+  read_stats: documents_lib.ReadStats | None = None
 
 
 @dataclasses.dataclass
 class ChunkFile:
-  """A chunk's records in the scratch directory (path None: the chunk made none), and the peak
-  memory of the worker process that made them, so far."""
+  """A chunk's records in the scratch directory (path None: the chunk made none), the peak
+  memory of the worker process that made them, so far, and its plan's `read_stats`."""
   index: int
   path: str | None
   stats: pipeline.JobStats
   peak_rss_bytes: int
+  read_stats: documents_lib.ReadStats | None
 
 
 # ------------------------------------------------------------------ the steps
@@ -124,9 +130,17 @@ def _scan(item: tuple[int, str], scratch: str, chunk_chars: int) -> FileScan:
   return FileScan(index=index, text_path=text_path, extents=flat, read_stats=stats)
 
 
-def _plan(unused_element, scans: list[FileScan], chunk_chars: int):
+def _plan(scans: list[FileScan], chunk_chars: int):
   """Plan: the local path's chunks of the whole corpus, as byte ranges."""
   scans = sorted(scans, key=lambda s: s.index)
+  read = documents_lib.ReadStats()
+  for scan in scans:
+    read.files += scan.read_stats.files
+    read.lines += scan.read_stats.lines
+    read.text_bytes += scan.read_stats.text_bytes
+    read.invalid_utf8_lines += scan.read_stats.invalid_utf8_lines
+    read.invalid_utf8_examples += scan.read_stats.invalid_utf8_examples
+  del read.invalid_utf8_examples[documents_lib.MAX_REPORTED_LINES:]
   extents = ((scan.text_path, *row) for scan in scans for row in scan.extents.tolist())
   for index, chunk in enumerate(documents_lib.chunk_documents(extents, chunk_chars,
                                                              size=lambda e: e[3])):
@@ -134,7 +148,7 @@ def _plan(unused_element, scans: list[FileScan], chunk_chars: int):
     for text_path, group in itertools.groupby(chunk, key=lambda e: e[0]):
       group = list(group)
       ranges.append((text_path, group[0][1], group[-1][2], len(group)))
-    yield ChunkPlan(index=index, ranges=ranges)
+    yield ChunkPlan(index=index, ranges=ranges, read_stats=read if index == 0 else None)
 
 
 def _masked_crc(data: bytes) -> int:
@@ -218,25 +232,36 @@ class _Records(beam.DoFn):
                  stats.documents, stats.instances)
     # ru_maxrss: KiB on Linux.
     yield ChunkFile(index=plan.index, path=path, stats=stats,
-                    peak_rss_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+                    peak_rss_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+                    read_stats=plan.read_stats)
 
 
-def _write_shard(shard: int, output_files: list[str], chunks: list[ChunkFile],
-                 input_files: list[str], suffix: str) -> tuple[str, int]:
-  """Shards: shard `shard` of `output_files`, from every chunk's group of it, to its name +
-  `suffix` (the driver renames the shards once all are written)."""
+def _check_text(chunks: list[ChunkFile], input_files: list[str]) -> None:
   if not any(c.stats.documents for c in chunks):
     raise ValueError(f"no text in {', '.join(input_files)}: the corpus is empty")
-  num_shards, path = len(output_files), output_files[shard]
-  count, first = 0, 0
+
+
+def _shard_groups(shard: int, chunks: list[ChunkFile], num_shards: int):
+  """(chunk, group, records) of shard `shard` in each chunk that has records of it, in chunk
+  order (see the module doc)."""
+  first = 0
+  for chunk in sorted(chunks, key=lambda c: c.index):
+    n = chunk.stats.instances
+    group = (shard - first) % num_shards
+    first += n
+    if group < n:
+      yield chunk, group, len(range(group, n, num_shards))
+
+
+def _write_shard(job: tuple[int, list[ChunkFile]], output_files: list[str],
+                 input_files: list[str], suffix: str) -> str:
+  """Shards: shard s of `output_files`, of job (s, chunks), from every chunk's group of it, to
+  its name + `suffix` (the driver renames the shards once all are written)."""
+  shard, chunks = job
+  _check_text(chunks, input_files)
+  path = output_files[shard]
   with beam_files.open_write(path + suffix) as out:
-    for chunk in sorted(chunks, key=lambda c: c.index):
-      n = chunk.stats.instances
-      group = (shard - first) % num_shards
-      first += n
-      if group >= n:
-        continue
-      count += len(range(group, n, num_shards))
+    for chunk, group, _ in _shard_groups(shard, chunks, len(output_files)):
       with beam_files.open_read(chunk.path) as f:
         f.seek(_HEADER.size * group)
         start, end = np.frombuffer(f.read(2 * _HEADER.size), "<i8").tolist()
@@ -245,55 +270,50 @@ def _write_shard(shard: int, output_files: list[str], chunks: list[ChunkFile],
           block = f.read(min(COPY_BYTES, end - start))
           out.write(block)
           start += len(block)
-  return path, count
+  return path
 
 
-def _write_stats(unused_element, read_stats: list[tuple[int, documents_lib.ReadStats]],
-                 chunks: list[ChunkFile], shards: list[tuple[str, int]], path: str,
-                 output_files: list[str]) -> None:
+def _write_stats(chunks: list[ChunkFile], input_files: list[str], output_files: list[str],
+                 path: str) -> None:
   """Stats: the job's totals to `path` (a JSON object, the local path's keys but timing, and
   the workers' peak memory)."""
+  _check_text(chunks, input_files)
   totals = pipeline.JobStats()
   for chunk in chunks:
     for field in dataclasses.fields(totals):
       setattr(totals, field.name, getattr(totals, field.name) + getattr(chunk.stats, field.name))
-  read = documents_lib.ReadStats()
-  for _, stats in sorted(read_stats, key=lambda s: s[0]):
-    read.files += stats.files
-    read.lines += stats.lines
-    read.text_bytes += stats.text_bytes
-    read.invalid_utf8_lines += stats.invalid_utf8_lines
-    read.invalid_utf8_examples += stats.invalid_utf8_examples
-  del read.invalid_utf8_examples[documents_lib.MAX_REPORTED_LINES:]
-  counts = dict(shards)
+  read = next(c.read_stats for c in chunks if c.read_stats is not None)
   beam_files.write_json(path, {
       **dataclasses.asdict(totals), **dataclasses.asdict(read),
-      "output_files": {p: counts[p] for p in output_files},
-      "worker_peak_rss_bytes": max((c.peak_rss_bytes for c in chunks), default=None)})
+      "output_files": {p: sum(n for *_, n in _shard_groups(s, chunks, len(output_files)))
+                       for s, p in enumerate(output_files)},
+      "worker_peak_rss_bytes": max(c.peak_rss_bytes for c in chunks)})
 
 
 # ------------------------------------------------------------------ the job
 
 def _build(p: beam.Pipeline, input_files: list[str], output_files: list[str], tokenizer,
            config: PretrainingDataConfig, chunk_chars: int, scratch: str, suffix: str) -> None:
-  side = beam.pvalue.AsList
   scans = (p | "Files" >> beam.Create(list(enumerate(input_files)))
            | "Scan" >> beam.Map(_scan, scratch, chunk_chars))
-  chunks = (p | "Corpus" >> beam.Create([None])
-            | "Plan" >> beam.FlatMap(_plan, side(scans), chunk_chars)
-            | "Spread" >> beam.Reshuffle()
+  chunks = (scans
+            | "Scans" >> beam_options.Gather()
+            | "Plan" >> beam.FlatMap(_plan, chunk_chars)
+            | "Spread" >> beam_options.Spread(beam_options.spread_partitions(p.options),
+                                              key=operator.attrgetter("index"))
             | "Records" >> beam.ParDo(_Records(tokenizer.vocab_file, tokenizer.do_lower_case,
                                                config, chunk_chars, len(output_files),
-                                               scratch)))
-  shards = (p | "Shard numbers" >> beam.Create(range(len(output_files)))
-            | "Shards" >> beam.Map(_write_shard, output_files, side(chunks), input_files,
-                                   suffix))
-  read_stats = scans | "Read stats" >> beam.Map(lambda s: (s.index, s.read_stats))
-  # Stats last, on every other step: DaskRunner runs the last step applied and what it needs,
-  # no more.
-  _ = (p | "Job" >> beam.Create([None])
-       | "Stats" >> beam.Map(_write_stats, side(read_stats), side(chunks), side(shards),
-                             FileSystems.join(scratch, "stats.json"), output_files))
+                                               scratch))
+            | "Chunks" >> beam_options.Gather())
+  shards = (chunks
+            | "Shard numbers" >> beam.FlatMap(lambda chunks: ((s, chunks) for s in
+                                                             range(len(output_files))))
+            | "Spread shards" >> beam.Reshuffle()  # (on Dask a no-op: copies, in one task)
+            | "Shards" >> beam.Map(_write_shard, output_files, input_files, suffix))
+  stats = chunks | "Stats" >> beam.Map(_write_stats, input_files, output_files,
+                                       FileSystems.join(scratch, "stats.json"))
+  # Last, on both: DaskRunner runs the last step applied and what it reads, no more.
+  _ = (shards, stats) | "Done" >> beam.Flatten()
 
 
 def create_pretraining_data(input_files: list[str],
