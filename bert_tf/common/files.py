@@ -37,9 +37,9 @@ class _LocalFiles:
     return glob.glob(pattern, include_hidden=True)  # tf.io.gfile.glob matches dot files too
 
 
-def _gfile(path: str):
+def gfile(path: str):
   """tf.io.gfile for a path of its other file systems (scheme://...), the standard library's
-  equivalents for a local one."""
+  equivalents for a local one (whose errors are OSErrors, not tf.errors.OpErrors)."""
   if "://" not in path:
     return _LocalFiles
   import tensorflow as tf  # pylint: disable=g-import-not-at-top  (see bert_tf.common)
@@ -52,25 +52,25 @@ def temporary_path(path: str | os.PathLike, tag: str | None = None) -> Iterator[
   folder); renamed to `path` (replacing a file) when the block succeeds, removed when it fails.
   Creates the folder it is in. `path` may be an os.PathLike, as tf.io.gfile takes."""
   path = os.fspath(path)
-  gfile = _gfile(path)
+  fs = gfile(path)
   if os.path.dirname(path):
-    gfile.makedirs(os.path.dirname(path))
+    fs.makedirs(os.path.dirname(path))
   tmp = f"{path}.tmp-{tag or os.getpid()}"
   try:
     yield tmp
   except BaseException:
-    if gfile.isdir(tmp):
-      gfile.rmtree(tmp)
-    elif gfile.exists(tmp):
-      gfile.remove(tmp)
+    if fs.isdir(tmp):
+      fs.rmtree(tmp)
+    elif fs.exists(tmp):
+      fs.remove(tmp)
     raise
-  gfile.rename(tmp, path, overwrite=True)
+  fs.rename(tmp, path, overwrite=True)
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:
   """Writes `text` to `path` whole (see `temporary_path`)."""
   with temporary_path(path) as tmp:
-    with _gfile(tmp).GFile(tmp, "w") as f:
+    with gfile(tmp).GFile(tmp, "w") as f:
       f.write(text)
 
 
@@ -84,12 +84,12 @@ def list_files(input_patterns: str | list[str]) -> list[str]:
     input_patterns = [p for p in input_patterns.split(",") if p.strip()]
   files = []
   for pattern in input_patterns:
-    gfile = _gfile(pattern.strip())
-    matched = gfile.glob(pattern.strip())
+    fs = gfile(pattern.strip())
+    matched = fs.glob(pattern.strip())
     if not matched:
       raise FileNotFoundError(f"no file matches {pattern!r}")
     for path in matched:
-      if gfile.isdir(path):
+      if fs.isdir(path):
         raise IsADirectoryError(f"{path} is a directory; give its files, e.g. "
                                 f"'{path.rstrip('/')}/*'")
     files.extend(matched)

@@ -10,8 +10,9 @@ file, a UTF-8 byte order mark and invalid UTF-8 the same way.
                                     warning for the file naming its first such line and counts
   read_rows(path, delimiter)        a TSV/CSV file's non-blank rows with their line numbers
 
-Any tf.io.gfile path (gs:// too). No TensorFlow at import: the GLUE peer benchmark (transformers
-on torch) reads its data through `glue` and this module; tf.io.gfile loads on first use.
+Any tf.io.gfile path (gs:// too). No TensorFlow for a local path (`bert_tf.common.files`): the
+GLUE peer benchmark (transformers on torch) reads its data through `glue` and this module, and
+squad_evaluate through SQuAD's scoring.
 """
 import codecs
 import csv
@@ -20,16 +21,11 @@ import re
 
 from absl import logging
 
+from bert_tf.common import files
 from bert_tf.common.errors import DataError
 
 # What the "surrogateescape" decoding makes of each byte of an invalid UTF-8 sequence.
 _ESCAPED = re.compile("[\udc80-\udcff]")
-
-
-def gfile():
-  """tf.io.gfile, imported on first use (see the module docstring)."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  return tf.io.gfile
 
 
 def read_text(path: str, invalid: str = "error") -> str:
@@ -37,14 +33,19 @@ def read_text(path: str, invalid: str = "error") -> str:
   the file and line (`invalid="error"`), or dropped with one warning (`invalid="drop"`)."""
   if invalid not in ("error", "drop"):
     raise ValueError(f"invalid={invalid!r}: must be 'error' or 'drop'")
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top  (see the module docstring)
+  gfile = files.gfile(path)
   try:
-    if not tf.io.gfile.exists(path) or tf.io.gfile.isdir(path):
+    if not gfile.exists(path) or gfile.isdir(path):
       raise DataError(f"{path}: file not found")
-    with tf.io.gfile.GFile(path, "rb") as f:
+    with gfile.GFile(path, "rb") as f:
       data = f.read()
-  except tf.errors.OpError as e:  # Permission denied, a bucket out of reach, ...
-    raise DataError(f"{path}: {e.message}") from None
+  except OSError as e:  # A local file: permission denied, ...
+    raise DataError(f"{path}: {e.strerror}") from None
+  except Exception as e:  # A path of TensorFlow's, which is then loaded: a bucket out of reach...
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    if isinstance(e, tf.errors.OpError):
+      raise DataError(f"{path}: {e.message}") from None
+    raise
   bom = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
   try:
     return data[bom:].decode("utf-8")

@@ -15,7 +15,8 @@ import os
 # The rows as every task reads its files (tf.io.gfile on first use: the GLUE peer benchmark,
 # transformers on torch, reads its data through this module without TensorFlow).
 from bert_tf.common.errors import DataError
-from bert_tf.finetuning.text_files import gfile as _gfile, read_rows
+from bert_tf.common import files as files_lib
+from bert_tf.finetuning.text_files import read_rows
 
 # GLUE's test files carry no labels; examples read from them get this placeholder.
 NO_LABEL = None
@@ -229,7 +230,7 @@ class GenericData(TaskData):
     files = {}
     for split in ("train", "dev", "test"):
       found = [f"{split}{ext}" for ext in (".tsv", ".csv")
-               if _gfile().exists(os.path.join(data_dir, f"{split}{ext}"))]
+               if files_lib.gfile(data_dir).exists(os.path.join(data_dir, f"{split}{ext}"))]
       files[split] = found[0] if found else f"{split}.tsv"
     super().__init__("generic", None, ("accuracy", "macro_f1"), "accuracy",
                      Split("train", self._columns(files["train"])),
@@ -239,7 +240,7 @@ class GenericData(TaskData):
 
   def _columns(self, file: str) -> Columns:
     path = os.path.join(self._data_dir, file)
-    if not _gfile().exists(path):
+    if not files_lib.gfile(path).exists(path):
       return Columns(file, text_a=0)  # Reading it will report the missing file.
     header = next(read_rows(path, _delimiter(file)), (1, []))[1]
     names = [h.strip() for h in header]
@@ -252,7 +253,7 @@ class GenericData(TaskData):
   def label_list(self, data_dir: str) -> list[str]:
     if self._labels is None:
       path = os.path.join(data_dir, self.train.columns.file)
-      if self.train.columns.label is None and _gfile().exists(path):
+      if self.train.columns.label is None and files_lib.gfile(path).exists(path):
         raise DataError(f"{path}:1: header has no 'label' column")
       rows = self._rows(path, self.train)
       found = sorted({row[self.train.columns.label].strip() for _, row in rows
