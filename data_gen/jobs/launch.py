@@ -47,9 +47,10 @@ def start(program: str, runner: str | None, num_workers: int | None,
     raise ValueError(f"unexpected arguments {' '.join(beam_args)} (Beam pipeline options go "
                      "with --runner)")
   if runner and num_workers is not None:
+    # (This flag takes --num_workers before Beam sees it: Dataflow's own is out of reach.)
     raise ValueError("--num_workers is for the local worker processes; with --runner, give "
-                     "the runner's options (--direct_num_workers=N, --num_workers=N on "
-                     "Dataflow)")
+                     "the runner's options (--direct_num_workers=N, --max_num_workers=N on "
+                     "Dataflow, a Dask cluster's workers)")
   if num_workers is None:
     num_workers = len(os.sched_getaffinity(0))
   if not runner:
