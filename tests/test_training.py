@@ -65,7 +65,7 @@ def test_killed_run_resumed_in_another_process_matches_the_uninterrupted_run(run
   # constant shift of the scores, so their gradient is zero; biases get no weight decay).
   init = checkpoint_values(runs["init"])
   still = [n for n in init if np.allclose(init[n], final[n])]
-  assert len(init) > 40 and all("_key_dense/bias" in n for n in still), still
+  assert len(init) > 25 and all("_key_dense/bias" in n for n in still), still
 
 
 @pytest.mark.slow

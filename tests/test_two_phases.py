@@ -34,7 +34,7 @@ LR, WARMUP, SWITCH, TOTAL = 1e-3, 2, 4, 8
 BETA_1, BETA_2, EPSILON = 0.9, 0.999, 1e-6  # optimization.create_optimizer's Adam.
 POSITIONS = "encoder/layer_with_weights-1/embeddings/.ATTRIBUTES/VARIABLE_VALUE"
 MLM_BIAS = "masked_lm/output_bias.Sbias/.ATTRIBUTES/VARIABLE_VALUE"
-KERNEL = "encoder/layer_with_weights-6/kernel/.ATTRIBUTES/VARIABLE_VALUE"  # The pooler's.
+KERNEL = "encoder/layer_with_weights-5/kernel/.ATTRIBUTES/VARIABLE_VALUE"  # The pooler's.
 
 
 def slot(name: str, which: str) -> str:

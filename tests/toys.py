@@ -66,10 +66,14 @@ def make_stsb(data_dir, seed=0):
           for i in range(6)])
 
 
-def tiny_config(path) -> str:
+def tiny_config(path, num_hidden_layers: int = 1) -> str:
+  """A tiny BERT's config file at `path`. One layer by default: what the toys test is the task
+  around the encoder (layers are mapped and counted by the tests of checkpoints and of the
+  MiniLM model), and each layer adds to every trace."""
   path = str(path)  # A pathlib path too; the config's writer takes a str.
-  BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-             intermediate_size=64, max_position_embeddings=64).to_json_file(path)
+  BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=num_hidden_layers,
+             num_attention_heads=2, intermediate_size=64,
+             max_position_embeddings=64).to_json_file(path)
   return path
 
 
