@@ -67,8 +67,9 @@ flags.DEFINE_integer("num_output_shards", None,
                      "instances dealt round-robin; default: one per --output_file.")
 flags.DEFINE_string("runner", None,
                     "Run as an Apache Beam pipeline on this runner (FnApiRunner, DataflowRunner, "
-                    "FlinkRunner, SparkRunner, ...), with the Beam pipeline options given beside "
-                    "the flags; default: this machine's worker processes (--num_workers). "
+                    "FlinkRunner, SparkRunner, DaskRunner, ...), with the Beam pipeline options "
+                    "given beside the flags; default: this machine's worker processes "
+                    "(--num_workers). "
                     "DirectRunner runs as the FnApiRunner (it would download Prism).")
 
 FLAGS = flags.FLAGS
