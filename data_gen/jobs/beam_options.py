@@ -61,10 +61,12 @@ def pipeline_options(beam_args: list[str],
     standard.runner = OFFLINE_RUNNER
   given_runner, standard.runner = standard.runner, _RUNNERS.get(standard.runner.lower(),
                                                                  standard.runner)
-  try:  # (also imports the runner's module, which declares its options: DaskOptions)
-    runner_lib.create_runner(standard.runner)
+  try:
     if standard.runner == DASK_RUNNER:
-      importlib.import_module("dask.distributed")  # the runner's module imports it only to run
+      # First: without it Beam's dask_runner module fails to load with an AttributeError (it
+      # falls back to `ddist = {}`, then reads ddist.Client).
+      importlib.import_module("dask.distributed")
+    runner_lib.create_runner(standard.runner)  # (imports the runner's module: its options)
   except ImportError as e:  # not installed (Dataflow: apache-beam[gcp]; Dask: .[dask])
     extra = _EXTRAS.get(standard.runner)
     raise ValueError(f"--runner={given_runner}: {e}" +
