@@ -47,7 +47,6 @@ import json
 import os
 import re
 import resource
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -211,14 +210,18 @@ def quality(text: str, headings: set[str], copies: int) -> dict:
   return figures
 
 
-def main():
-  parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+def add_sample_flags(parser: argparse.ArgumentParser, copies: int) -> None:
+  """--dump and --copies, the sample's flags, as every prepare_corpus benchmark takes them."""
   excerpts = data_root.path("wikipedia")
   parser.add_argument("--dump", default=",".join(os.path.join(excerpts, name)
                                                  for name in DEFAULT_DUMPS) if excerpts else None,
-                      help="The excerpts whose articles make the sample, "
-                      "comma-separated.")
-  parser.add_argument("--copies", type=int, default=43, help="Times the articles repeat.")
+                      help="The excerpts whose articles make the sample, comma-separated.")
+  parser.add_argument("--copies", type=int, default=copies, help="Times the articles repeat.")
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+  add_sample_flags(parser, 43)
   parser.add_argument("--form", choices=("multistream", "bz2"), default="bz2",
                       help="The sample as one bz2 stream (read by our main process), or as a "
                       "multistream dump with its index (split across our workers by stream).")

@@ -46,11 +46,7 @@ def peak_rss(dump: str, workers: int, folder: str) -> dict:
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-  excerpts = data_root.path("wikipedia")
-  parser.add_argument("--dump", default=",".join(
-      os.path.join(excerpts, name) for name in corpus_compare.DEFAULT_DUMPS) if excerpts else None,
-                      help="The excerpts whose articles make the sample, comma-separated.")
-  parser.add_argument("--copies", type=int, default=8, help="The 1x dump's copies of them.")
+  corpus_compare.add_sample_flags(parser, 8)
   parser.add_argument("--form", choices=("multistream", "bz2"), default="bz2")
   parser.add_argument("--workers", type=int, default=2)
   args = parser.parse_args()

@@ -78,11 +78,7 @@ def run(dump: str, workers: int, folder: str) -> dict:
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-  excerpts = data_root.path("wikipedia")
-  parser.add_argument("--dump", default=",".join(
-      os.path.join(excerpts, name) for name in corpus_compare.DEFAULT_DUMPS) if excerpts else None,
-                      help="The excerpts whose articles make the sample, comma-separated.")
-  parser.add_argument("--copies", type=int, default=43)
+  corpus_compare.add_sample_flags(parser, 43)
   parser.add_argument("--workers", default="1,2", help="Worker counts, comma-separated.")
   args = parser.parse_args()
   if not args.dump:

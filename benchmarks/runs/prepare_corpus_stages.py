@@ -65,11 +65,7 @@ def stages(path: str, output: str) -> dict:
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-  excerpts = data_root.path("wikipedia")
-  parser.add_argument("--dump", default=",".join(
-      os.path.join(excerpts, name) for name in corpus_compare.DEFAULT_DUMPS) if excerpts else None,
-                      help="The excerpts whose articles make the sample, comma-separated.")
-  parser.add_argument("--copies", type=int, default=4)
+  corpus_compare.add_sample_flags(parser, 4)
   parser.add_argument("--profile", action="store_true")
   args = parser.parse_args()
   if not args.dump:
