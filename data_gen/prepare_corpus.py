@@ -32,7 +32,8 @@ from data_gen.jobs import outputs
 flags.DEFINE_string("input_file", None,
                     "Input files (comma-separated, globs allowed): Wikipedia XML dumps (.xml, "
                     ".xml.bz2; a multistream dump's index is found beside it), WikiExtractor "
-                    "output, books, or paragraph files.")
+                    "output, books, or paragraph files. With --runner, on any of Beam's file "
+                    "systems (gs://, s3://...).")
 flags.DEFINE_string("output_file", None,
                     "Output prefix: the shards are <output_file>-0000i-of-0000N (or the file "
                     "itself without --num_output_shards).")
@@ -69,9 +70,18 @@ def _config() -> CorpusConfig:
       min_words=FLAGS.min_words, dedup=FLAGS.dedup, page_time_limit=FLAGS.page_time_limit)
 
 
+def _input_files(on_beam: bool) -> list[str]:
+  """--input_file's files; on Beam, a pattern of another file system (gs://...) matched by
+  Beam's file systems, which its workers read."""
+  if not on_beam:
+    return files.list_files(FLAGS.input_file)
+  from data_gen.jobs import beam_files  # pylint: disable=g-import-not-at-top  (an extra)
+  return files.list_files(FLAGS.input_file, beam_files.input_file_system)
+
+
 def _run(config: CorpusConfig, launched: launch.Launch) -> dict:
   """The job (on Beam or the local workers, as launched): its stats."""
-  input_files = files.list_files(FLAGS.input_file)
+  input_files = _input_files(launched.options is not None)
   train, holdout = pipeline.output_paths(FLAGS.output_file, config)
   output_lock.check_not_input(
       train + holdout + [outputs.stats_path(FLAGS.output_file)],

@@ -1,9 +1,13 @@
 """prepare_corpus on Apache Beam (data_gen/corpus/beam.py): the local path's shards and stats,
-byte for byte, from every source kind with shards, a held-out split and --dedup; the local
-path's one-line errors; the page time limit on a runner's thread. Runs on the FnApiRunner,
-offline (DaskRunner: test_dask.py)."""
+byte for byte, from every source kind with shards, a held-out split and --dedup; the inputs
+read through Beam's file systems (a test-only one, fakefs://); the local path's one-line
+errors; the page time limit on a runner's thread. Runs on the FnApiRunner, offline
+(DaskRunner: test_dask.py)."""
 import bz2
+import gzip
+import json
 import os
+import shutil
 import threading
 
 import pytest
@@ -11,11 +15,16 @@ import pytest
 pytest.importorskip("apache_beam")
 
 # pylint: disable=g-import-not-at-top  (after the skip: Beam is an optional extra)
+from apache_beam.io import localfilesystem
+from apache_beam.io.filesystem import FileMetadata
+
+from bert_tf.common import files
 from data_gen.corpus import beam as beam_job
 from data_gen.corpus import pipeline
 from data_gen.corpus import sources
 from data_gen.corpus import units
 from data_gen.corpus.config import CorpusConfig
+from data_gen.jobs import beam_files
 from data_gen.jobs import beam_options
 
 HEADER = '<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.10/" version="0.10">\n'
@@ -61,6 +70,39 @@ def inputs(tmp_path_factory):
   return [str(p) for p in (dump, plain, book, paragraphs)]
 
 
+class FakeFileSystem(localfilesystem.LocalFileSystem):
+  """fakefs:///PATH: the local file /PATH, reached only through Beam's FileSystems (the
+  standard library's `open` cannot read it): a stand-in for gs:// and the like. Registered by
+  being defined: FileSystems finds a file system among FileSystem's subclasses by scheme."""
+  PREFIX = "fakefs://"
+
+  @classmethod
+  def scheme(cls):
+    return "fakefs"
+
+  def _local(self, path):
+    return path.removeprefix(self.PREFIX)
+
+  def _fake(self, metadata):
+    return FileMetadata(self.PREFIX + metadata.path, metadata.size_in_bytes,
+                        metadata.last_updated_in_seconds)
+
+  def open(self, path, *args, **kwargs):
+    return super().open(self._local(path), *args, **kwargs)
+
+  def exists(self, path):
+    return super().exists(self._local(path))
+
+  def size(self, path):
+    return super().size(self._local(path))
+
+  def metadata(self, path):
+    return self._fake(super().metadata(self._local(path)))
+
+  def _list(self, dir_or_prefix):
+    return map(self._fake, super()._list(self._local(dir_or_prefix)))
+
+
 def _contents(folder):
   return {name: (folder / name).read_bytes() for name in sorted(os.listdir(folder))
           if not name.endswith(".json")}
@@ -88,13 +130,52 @@ def test_the_shards_and_stats_are_the_local_paths(tmp_path, inputs, beam_args):
       list(_contents(tmp_path / "local")) + ["corpus.stats.json"])
 
 
-def test_errors_are_the_local_paths_one_line(tmp_path):
+def test_the_inputs_are_read_through_beams_file_systems(tmp_path, inputs):
+  """Every input on fakefs:// (a multistream dump and its index, a .xml.bz2, a plain .xml, a
+  book, gzipped paragraphs), matched by a glob as the command line does: the local run's
+  shards and stats from the same files on their local paths."""
+  folder = tmp_path / "inputs"
+  folder.mkdir()
+  for path in inputs + [sources.multistream_index(inputs[0])]:
+    shutil.copy(path, folder)
+  (folder / "plain.xml").write_text(
+      HEADER + "".join(_page(60 + i, f"Plain {i} is here. It is plain.") for i in range(4)) +
+      "</mediawiki>\n", encoding="utf-8")
+  os.remove(folder / "paragraphs.txt")
+  with gzip.open(folder / "paragraphs.txt.gz", "wt", encoding="utf-8") as f:
+    f.write("C first. C second.\n\nD first. D second.\n")
+  local_files = files.list_files(f"{folder}/*")
+  fake_files = files.list_files(f"fakefs://{folder}/*", beam_files.input_file_system)
+  assert fake_files == ["fakefs://" + p for p in local_files] and len(fake_files) == 6
+  local = pipeline.prepare_corpus(local_files, str(tmp_path / "local" / "corpus.txt"), CONFIG,
+                                  num_workers=1, unit_chars=64)
+  beam = beam_job.prepare_corpus(fake_files, str(tmp_path / "beam" / "corpus.txt"), CONFIG,
+                                 beam_options.pipeline_options(["--runner=FnApiRunner"]),
+                                 unit_chars=64)
+  assert _contents(tmp_path / "beam") == _contents(tmp_path / "local")
+  assert len(beam["input_files"]) == 5 and beam["documents_out"] == local["documents_out"] > 20
+  assert json.loads(json.dumps({k: v for k, v in beam.items() if k not in RUN_KEYS})
+                    .replace("fakefs://", "")) == \
+      {k: v for k, v in local.items() if k not in RUN_KEYS}
+
+
+def test_a_missing_input_on_another_file_system_is_one_line(tmp_path):
+  missing = f"fakefs://{tmp_path}/missing.xml.bz2"
+  with pytest.raises(FileNotFoundError, match="^no file matches 'fakefs://.*/missing"):
+    files.list_files(missing, beam_files.input_file_system)
+  with pytest.raises(ValueError, match=f"^{missing}: no such file$"):
+    beam_job.prepare_corpus([missing], str(tmp_path / "out" / "corpus.txt"), CONFIG,
+                            beam_options.pipeline_options(["--runner=FnApiRunner"]))
+
+
+@pytest.mark.parametrize("scheme", ["", "fakefs://"], ids=["local", "fakefs"])
+def test_errors_are_the_local_paths_one_line(tmp_path, scheme):
   cut = tmp_path / "cut.xml.bz2"
   cut.write_bytes(bz2.compress((HEADER + _page(1, "Some text. More.") * 50 +
                                 "</mediawiki>").encode())[:200])
   (tmp_path / "out").mkdir()
-  with pytest.raises(ValueError, match=f"^{cut}: truncated"):
-    beam_job.prepare_corpus([str(cut)], str(tmp_path / "out" / "corpus.txt"), CONFIG,
+  with pytest.raises(ValueError, match=f"^{scheme}{cut}: truncated"):
+    beam_job.prepare_corpus([f"{scheme}{cut}"], str(tmp_path / "out" / "corpus.txt"), CONFIG,
                             beam_options.pipeline_options(["--runner=FnApiRunner"]))
   assert os.listdir(tmp_path / "out") == []
 

@@ -74,8 +74,11 @@ def write_text(path: str | os.PathLike, text: str) -> None:
       f.write(text)
 
 
-def list_files(input_patterns: str | list[str]) -> list[str]:
+def list_files(input_patterns: str | list[str], file_system=gfile) -> list[str]:
   """Expands comma-separated globs (the original's `--input_file` syntax), sorted.
+
+  file_system: a pattern -> the file system that matches it (its glob and isdir): `gfile`'s,
+  or another's (a Beam job's: `beam_files.input_file_system`).
 
   Raises FileNotFoundError naming the first pattern that matches nothing, and IsADirectoryError
   naming a directory that a pattern matched (its files are not read: a glob says which).
@@ -84,7 +87,7 @@ def list_files(input_patterns: str | list[str]) -> list[str]:
     input_patterns = [p for p in input_patterns.split(",") if p.strip()]
   files = []
   for pattern in input_patterns:
-    fs = gfile(pattern.strip())
+    fs = file_system(pattern.strip())
     matched = fs.glob(pattern.strip())
     if not matched:
       raise FileNotFoundError(f"no file matches {pattern!r}")

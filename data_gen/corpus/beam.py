@@ -20,9 +20,9 @@ processes (`pipeline`). The steps:
 
 Deterministic: a document's shard and split depend on its identity, its place on its unit's
 order, never on which worker ran what. Only units, file names and small entries cross between
-steps. The workers share no disk: the scratch directory (beside the output) and the outputs go
-through Beam's file systems (`beam_files`: local, gs://, ...). The inputs are read by
-`sources`, which opens local paths: a disk every worker mounts.
+steps. The workers share no disk: the inputs (read by `sources`, its `files` Beam's:
+`beam_files.InputFiles`), the scratch directory (beside the output) and the outputs go through
+Beam's file systems (`beam_files`: local, gs://, s3://, ...).
 """
 import collections
 import dataclasses
@@ -64,7 +64,7 @@ def _plan(file: tuple[int, str, str], unit_chars: int):
   """Plan: one input file's units."""
   file_index, path, kind = file
   try:
-    yield from sources.plan_units(file_index, path, kind, unit_chars)
+    yield from sources.plan_units(file_index, path, kind, unit_chars, beam_files.InputFiles)
   except DataError as e:  # as a ValueError: the form `beam_options.user_error` finds
     raise ValueError(str(e)) from None
 
@@ -72,7 +72,7 @@ def _plan(file: tuple[int, str, str], unit_chars: int):
 def _clean(unit: sources.Unit, config: CorpusConfig, scratch: str) -> UnitFile:
   """Clean: a unit's documents, to a scratch file; what the later steps need of them."""
   try:
-    result = units_lib.process_unit(unit, config)
+    result = units_lib.process_unit(unit, config, beam_files.InputFiles)
   except DataError as e:  # as a ValueError: the form `beam_options.user_error` finds
     raise ValueError(str(e)) from None
   path = None
@@ -144,7 +144,8 @@ def _write_stats(units: list[UnitFile], input_files: list[str], kinds: dict[str,
     raise pipeline.empty_corpus(input_files, totals.counts)
   beam_files.write_json(path, totals.stats(
       input_files, kinds, config,
-      {p: n for split, counts in zip(paths, written) for p, n in zip(split, counts)}))
+      {p: n for split, counts in zip(paths, written) for p, n in zip(split, counts)},
+      beam_files.InputFiles))
 
 
 def prepare_corpus(input_files: list[str],
@@ -164,8 +165,8 @@ def prepare_corpus(input_files: list[str],
   Raises:
     ValueError: an input not what its source kind reads, or no document left, naming it.
   """
-  input_files = sources.without_indexes(list(input_files))
-  kinds = pipeline.source_kinds(input_files, config.source)
+  input_files = sources.without_indexes(list(input_files), beam_files.InputFiles)
+  kinds = pipeline.source_kinds(input_files, config.source, beam_files.InputFiles)
   train, holdout = pipeline.output_paths(output_file, config)
   outputs = train + holdout
   files = beam_files.files_for(output_file)

@@ -46,9 +46,10 @@ def output_paths(output_file: str, config: CorpusConfig) -> tuple[list[str], lis
                                         config.num_holdout_shards)
 
 
-def source_kinds(input_files: list[str], source: str) -> dict[str, str]:
-  """Each input's source kind: `source`, or detected (source "auto")."""
-  return {path: sources.detect(path) if source == "auto" else source
+def source_kinds(input_files: list[str], source: str,
+                 files=sources.LocalFiles) -> dict[str, str]:
+  """Each input's source kind: `source`, or detected (source "auto"; read through `files`)."""
+  return {path: sources.detect(path, files) if source == "auto" else source
           for path in input_files}
 
 
@@ -88,8 +89,9 @@ class Totals:
     self.words += words
 
   def stats(self, input_files: list[str], kinds: dict[str, str], config: CorpusConfig,
-            output_files: dict[str, int]) -> dict:
-    """The stats file's contents, less the run's timing and workers."""
+            output_files: dict[str, int], files=sources.LocalFiles) -> dict:
+    """The stats file's contents, less the run's timing and workers (the inputs' sizes from
+    `files`, as `sources` reads them)."""
     skipped = {key.removeprefix("skipped_"): n for key, n in sorted(self.counts.items())
                if key.startswith("skipped_")}
     return {
@@ -101,7 +103,7 @@ class Totals:
         "books_without_markers": self.counts["books_without_markers"],
         "sentences": self.sentences,
         "words": self.words,
-        "bytes_in": sum(os.path.getsize(p) for p in input_files),
+        "bytes_in": sum(files.size(p) for p in input_files),
         "source_bytes": self.source_bytes,
         "bytes_out": self.bytes_out,
         "warnings": self.warnings,

@@ -16,8 +16,13 @@ The sources (`detect` tells them apart by their first bytes, then by name):
   books          one book a file (Project Gutenberg text; see `gutenberg`).
   paragraphs     one paragraph a line, a blank line between documents.
 Text files must be UTF-8 (a BOM is dropped). .bz2 and .gz files are decompressed as read.
+
+Every read of an input goes through a `files` argument (open for reading, size, exists): this
+machine's disk by default (`LocalFiles`); a Beam job passes Beam's file systems
+(`beam_files.InputFiles`: gs://, s3://, ...), which every worker of a distributed runner reaches.
 """
 import bz2
+import contextlib
 import dataclasses
 import gzip
 import io
@@ -87,15 +92,42 @@ class _Counting(io.RawIOBase):
     return len(data)
 
 
-def _open(path: str) -> BinaryIO:
+class LocalFiles:
+  """The reads of the inputs, on this machine's disk: a file's bytes as they are there
+  (seekable), its size, whether it is there."""
+
+  @staticmethod
+  def open(path: str) -> BinaryIO:
+    return open(path, "rb")  # pylint: disable=consider-using-with  (the caller closes it)
+
+  size = staticmethod(os.path.getsize)
+  exists = staticmethod(os.path.exists)
+
+
+def _open_raw(path: str, files) -> BinaryIO:
+  """`path`'s bytes as they are (`files.open`); DataError naming it when it is not there."""
+  try:
+    return files.open(path)
+  except Exception:  # each file system has its own error for a missing file
+    if files.exists(path):
+      raise
+    raise DataError(f"{path}: no such file") from None
+
+
+@contextlib.contextmanager
+def _open(path: str, files) -> Iterator[BinaryIO]:
   """`path` for reading, decompressed when it is bz2 or gzip (by its first bytes)."""
-  with open(path, "rb") as f:
-    magic = f.read(3)
-  if magic == b"BZh":
-    return bz2.open(path, "rb")
-  if magic[:2] == b"\x1f\x8b":
-    return gzip.open(path, "rb")
-  return open(path, "rb")  # pylint: disable=consider-using-with  (the caller closes it)
+  with _open_raw(path, files) as raw:
+    magic = raw.read(3)
+    raw.seek(0)
+    if magic == b"BZh":
+      with bz2.BZ2File(raw, "rb") as f:
+        yield f
+    elif magic[:2] == b"\x1f\x8b":
+      with gzip.GzipFile(fileobj=raw, mode="rb") as f:
+        yield f
+    else:
+      yield raw
 
 
 def _decompression_error(path: str, error: Exception, where: str = "") -> DataError:
@@ -105,10 +137,10 @@ def _decompression_error(path: str, error: Exception, where: str = "") -> DataEr
   return DataError(f"{path}: {where}damaged or not what its name says ({error})")
 
 
-def detect(path: str) -> str:
+def detect(path: str, files=LocalFiles) -> str:
   """The source kind of `path`, from its first bytes (decompressed), else its name."""
   try:
-    with _open(path) as f:
+    with _open(path, files) as f:
       head = f.read(SNIFF_BYTES)
   except DECOMPRESSION_ERRORS:
     head = b""  # the reader names the damage
@@ -128,17 +160,17 @@ def detect(path: str) -> str:
   return "paragraphs"
 
 
-def multistream_index(path: str) -> str | None:
+def multistream_index(path: str, files=LocalFiles) -> str | None:
   """The index beside a multistream dump, if there is one."""
   if not path.endswith(MULTISTREAM_SUFFIX):
     return None
   index = path[:-len(MULTISTREAM_SUFFIX)] + INDEX_SUFFIX
-  return index if os.path.exists(index) else None
+  return index if files.exists(index) else None
 
 
-def without_indexes(paths: list[str]) -> list[str]:
+def without_indexes(paths: list[str], files=LocalFiles) -> list[str]:
   """`paths` less the multistream indexes of dumps among them (a glob 'dumps/*' takes both)."""
-  indexes = {multistream_index(p) for p in paths}
+  indexes = {multistream_index(p, files) for p in paths}
   return [p for p in paths if p not in indexes]
 
 
@@ -188,8 +220,8 @@ def _xml_pages(stream: BinaryIO, path: str, where: str = "") -> Iterator[RawPage
     raise _decompression_error(path, e, where) from None
 
 
-def _plan_xml(file_index: int, path: str, unit_chars: int) -> Iterator[Unit]:
-  with _open(path) as raw:
+def _plan_xml(file_index: int, path: str, unit_chars: int, files) -> Iterator[Unit]:
+  with _open(path, files) as raw:
     stream = _Counting(raw)
     batch, chars, index, counted = [], 0, 0, 0
     for page in _xml_pages(stream, path):
@@ -206,11 +238,11 @@ def _plan_xml(file_index: int, path: str, unit_chars: int) -> Iterator[Unit]:
       raise DataError(f"{path}: a MediaWiki dump without a single <page>")
 
 
-def _stream_offsets(index: str) -> list[int]:
+def _stream_offsets(index: str, files) -> list[int]:
   """The start of every page stream a multistream index lists, in order."""
   offsets = set()
   try:
-    with bz2.open(index, "rt", encoding="utf-8") as f:
+    with _open_raw(index, files) as raw, bz2.open(raw, "rt", encoding="utf-8") as f:
       for line_number, line in enumerate(f, start=1):
         offset = line.split(":", 1)[0]
         if not offset.isdigit():
@@ -222,12 +254,12 @@ def _stream_offsets(index: str) -> list[int]:
   return sorted(offsets)
 
 
-def _plan_multistream(file_index: int, path: str, index: str,
-                      unit_chars: int) -> Iterator[Unit]:
-  offsets = _stream_offsets(index)
+def _plan_multistream(file_index: int, path: str, index: str, unit_chars: int,
+                      files) -> Iterator[Unit]:
+  offsets = _stream_offsets(index, files)
   if not offsets:
     raise DataError(f"{index}: an empty multistream index")
-  size = os.path.getsize(path)
+  size = files.size(path)
   if offsets[-1] >= size:
     raise DataError(f"{index}: lists a stream at byte {offsets[-1]}, past the end of {path} "
                     f"({size} bytes): the index of another dump?")
@@ -241,12 +273,13 @@ def _plan_multistream(file_index: int, path: str, index: str,
       start, unit = end, unit + 1
 
 
-def read_streams(path: str, stream_range: tuple[int, int]) -> tuple[list[RawPage], int]:
+def read_streams(path: str, stream_range: tuple[int, int],
+                 files=LocalFiles) -> tuple[list[RawPage], int]:
   """The pages in the bz2 streams at bytes [start, end) of a multistream dump, and their
   decompressed size."""
   start, end = stream_range
   where = f"bytes {start}-{end}: "
-  with open(path, "rb") as f:
+  with _open_raw(path, files) as f:
     f.seek(start)
     data = f.read(end - start)
   try:
@@ -260,11 +293,11 @@ def read_streams(path: str, stream_range: tuple[int, int]) -> tuple[list[RawPage
 
 # ------------------------------------------------------------------ text files
 
-def text_lines(path: str) -> Iterator[tuple[int, str]]:
+def text_lines(path: str, files=LocalFiles) -> Iterator[tuple[int, str]]:
   """(line number, line without its newline) of a UTF-8 text file; DataError naming the file
   and line where it is not UTF-8, or its compressed data are damaged."""
   try:
-    with _open(path) as f:
+    with _open(path, files) as f:
       for line_number, raw in enumerate(f, start=1):
         if line_number == 1:
           raw = raw.removeprefix(b"\xef\xbb\xbf")
@@ -297,9 +330,9 @@ def _batches(file_index: int, path: str, kind: str, documents: Iterator[tuple[ob
     yield Unit((file_index, index), path, kind, batch, source_bytes=chars)
 
 
-def _wikiextractor_documents(path: str) -> Iterator[tuple[str, list[str]]]:
+def _wikiextractor_documents(path: str, files) -> Iterator[tuple[str, list[str]]]:
   doc_id, lines, opened_at = None, [], 0
-  for line_number, line in text_lines(path):
+  for line_number, line in text_lines(path, files):
     if doc_id is None:
       match = DOC_START.match(line)
       if match:
@@ -317,9 +350,9 @@ def _wikiextractor_documents(path: str) -> Iterator[tuple[str, list[str]]]:
                     "short")
 
 
-def _paragraph_documents(path: str) -> Iterator[tuple[int, list[str]]]:
+def _paragraph_documents(path: str, files) -> Iterator[tuple[int, list[str]]]:
   lines, count = [], 0
-  for _, line in text_lines(path):
+  for _, line in text_lines(path, files):
     if line.strip():
       lines.append(line.strip())
     elif lines:
@@ -329,16 +362,17 @@ def _paragraph_documents(path: str) -> Iterator[tuple[int, list[str]]]:
     yield count, lines
 
 
-def plan_units(file_index: int, path: str, kind: str,
-               unit_chars: int = UNIT_CHARS) -> Iterator[Unit]:
-  """The units of work of one input file of source `kind` (not "auto": see `detect`)."""
+def plan_units(file_index: int, path: str, kind: str, unit_chars: int = UNIT_CHARS,
+               files=LocalFiles) -> Iterator[Unit]:
+  """The units of work of one input file of source `kind` (not "auto": see `detect`), read
+  through `files` (see the module doc)."""
   if kind == "wikipedia":
-    index = multistream_index(path)
+    index = multistream_index(path, files)
     if index:
-      return _plan_multistream(file_index, path, index, unit_chars)
-    return _plan_xml(file_index, path, unit_chars)
+      return _plan_multistream(file_index, path, index, unit_chars, files)
+    return _plan_xml(file_index, path, unit_chars, files)
   if kind == "books":
     return iter([Unit((file_index, 0), path, kind)])
   if kind == "wikiextractor":
-    return _batches(file_index, path, kind, _wikiextractor_documents(path), unit_chars)
-  return _batches(file_index, path, kind, _paragraph_documents(path), unit_chars)
+    return _batches(file_index, path, kind, _wikiextractor_documents(path, files), unit_chars)
+  return _batches(file_index, path, kind, _paragraph_documents(path, files), unit_chars)

@@ -178,20 +178,21 @@ def _extractor_paragraphs(lines: list[str]) -> list[str]:
           and not EXTRACTOR_PLACEHOLDER.search(p)]
 
 
-def _raw_documents(unit: sources.Unit, config: CorpusConfig, result: UnitResult):
+def _raw_documents(unit: sources.Unit, config: CorpusConfig, result: UnitResult, files):
   """(identity, paragraphs or None) for each raw document of the unit."""
   counts = result.counts
   if unit.kind == "wikipedia":
     pages = unit.items
     if unit.stream_range is not None:
-      pages, result.source_bytes = sources.read_streams(unit.path, unit.stream_range)
+      pages, result.source_bytes = sources.read_streams(unit.path, unit.stream_range,
+                                                        files)
     for page in pages:
       yield f"wikipedia:{page.page_id}", _wikipedia_paragraphs(page, config, counts)
   elif unit.kind == "wikiextractor":
     for doc_id, lines in unit.items:
       yield f"wikipedia:{doc_id}", _extractor_paragraphs(lines)
   elif unit.kind == "books":
-    lines = [line for _, line in sources.text_lines(unit.path)]
+    lines = [line for _, line in sources.text_lines(unit.path, files)]
     result.source_bytes = sum(len(line.encode("utf-8")) + 1 for line in lines)
     body, found = gutenberg.strip_licence(lines)
     if not found:
@@ -204,13 +205,15 @@ def _raw_documents(unit: sources.Unit, config: CorpusConfig, result: UnitResult)
       yield f"paragraphs:{os.path.basename(unit.path)}:{doc_index}", lines
 
 
-def process_unit(unit: sources.Unit, config: CorpusConfig) -> UnitResult:
-  """The unit's documents, in input order, as they go to the output (see the module doc)."""
+def process_unit(unit: sources.Unit, config: CorpusConfig,
+                 files=sources.LocalFiles) -> UnitResult:
+  """The unit's documents, in input order, as they go to the output (see the module doc); what
+  the worker reads itself (a book, a multistream range) read through `files` (`sources`)."""
   split = _splitter(config.sentence_splitter)
   result = UnitResult(documents=[], counts=collections.Counter(),
                       source_bytes=unit.source_bytes, warnings=[])
   counts = result.counts
-  for identity, paragraphs in _raw_documents(unit, config, result):
+  for identity, paragraphs in _raw_documents(unit, config, result, files):
     counts["documents_in"] += 1
     if paragraphs is None:
       continue

@@ -1,7 +1,7 @@
 """A Beam job's files, on any of Beam's file systems (`FileSystems`: local paths, gs://, s3://,
 hdfs://...): the workers of a distributed runner share no disk, so what one step writes for
 another (the scratch files) goes, as the outputs do, to the output's file system, which every
-worker and the driver reach.
+worker and the driver reach; and the inputs are read there too (`InputFiles`).
 
 Bytes as written: no compression guessed from a name (FileSystems' default would gzip a
 `corpus.txt.gz` output, or read a scratch file back through gunzip).
@@ -13,6 +13,7 @@ from typing import Iterable
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
+from bert_tf.common import files
 from data_gen.jobs import outputs
 
 
@@ -72,3 +73,32 @@ def files_for(path: str):
   FileSystems."""
   return outputs.LocalFiles if "://" not in path else RemoteFiles
 
+
+
+class InputFiles:
+  """The inputs, read through FileSystems on any worker: `sources`' reads (a file's bytes as
+  they are, seekable: `sources` sniffs the compression itself; its size; whether it is there),
+  and `files.list_files`' matching of an input glob (files only: an object store has no
+  folders)."""
+  open = staticmethod(open_read)
+  exists = staticmethod(FileSystems.exists)
+
+  @staticmethod
+  def size(path: str) -> int:
+    return FileSystems.get_filesystem(path).size(path)
+
+  @staticmethod
+  def glob(pattern: str) -> list[str]:
+    return [m.path for m in FileSystems.match([pattern])[0].metadata_list]
+
+  @staticmethod
+  def isdir(path: str) -> bool:
+    del path  # `glob` matched files only
+    return False
+
+
+def input_file_system(pattern: str):
+  """`files.list_files`' file system for an input pattern of a Beam job: a local one's the
+  standard library's (which names a folder it matches), another's FileSystems' (gs://...,
+  which the workers read, not tf.io.gfile's)."""
+  return files.gfile(pattern) if "://" not in pattern else InputFiles

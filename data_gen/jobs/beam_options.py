@@ -25,6 +25,7 @@ import re
 from typing import Any, Callable
 
 import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.options import pipeline_options as options_lib
 from apache_beam.transforms import combiners
 from apache_beam.runners import runner as runner_lib
@@ -92,6 +93,9 @@ def pipeline_options(beam_args: list[str],
   if unknown:
     raise ValueError(f"--{unknown[0]}: neither a flag of {program} nor a Beam "
                      "pipeline option")
+  # For the driver's own file operations before a pipeline is built (matching the inputs,
+  # sniffing their kinds, checking the outputs): s3:// and others read theirs (keys, region).
+  FileSystems.set_options(options)
   return options
 
 
