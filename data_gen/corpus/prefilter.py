@@ -42,8 +42,10 @@ _CLOSING_TAGS = {tag: re.compile(rf"</{tag}\s*>", re.IGNORECASE)
 _LINK_BRACKETS = re.compile(r"\[\[|\]\]")
 _LINK_TITLE = re.compile(r"\[\[([^\[\]{}<>|\n]*)")
 # A heading or list line: the passages drop it whole; where nothing on it may open what goes on
-# to the next line (a tag, a link), it is cut before the parse.
-_DROPPED_LINE = re.compile(r"^(?:[*#:;=])[^<\[\]{}\n]*$", re.MULTILINE)
+# to the next line (a tag, a link), it is cut before the parse. Matched from the newline before
+# it (the text's first line given one): a pattern that starts with a literal is searched for
+# that character alone, where `^` is tried at every character (4x the time).
+_DROPPED_LINE = re.compile(r"\n[*#:;=][^<\[\]{}\n]*(?![^\n])")
 _TEMPLATE_NAME = re.compile(r"\{\{([^{}|]*)")
 TABLE_OPEN = re.compile(r"^[:\s]*\{\|")
 TABLE_CLOSE = re.compile(r"^\s*\|\}")
@@ -205,4 +207,4 @@ def strip(wikitext: str, hidden_link) -> tuple[str, list[str]]:
   if keep_from:  # something was cut
     kept.append(text[keep_from:])
     text = "".join(kept)
-  return _DROPPED_LINE.sub("", text), names
+  return _DROPPED_LINE.sub("\n", "\n" + text)[1:], names
