@@ -38,18 +38,14 @@ from tensorflow.core.protobuf import saved_model_pb2
 
 from bert_tf.modeling.configs import BertConfig
 from bert_tf.tokenization import FullTokenizer
+import processes
 from toys import VOCAB
 
 
 def pytest_configure(config):
   config.addinivalue_line("markers", "slow: takes more than a few seconds (trains, exports "
                           "or starts processes); `-m 'not slow'` leaves it out")
-  # Grappler's graph rewrites off in the test processes: they optimise each traced function's
-  # graph once, before its first run, which on the tests' tiny shapes costs more than all of
-  # its steps (-22% of the CPU of test_toy_task, test_swag and test_gradient_accumulation) and
-  # changes no result a test asserts. Where a user's graph runs, it stays on: the entry points
-  # a test starts as processes, and the exports served in the plain TensorFlow process below.
-  tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
+  processes.graph_rewrites_off()
 
 
 def pytest_collection_modifyitems(items):

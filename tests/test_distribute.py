@@ -14,6 +14,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.training import distribute
+import processes
 from tiny_pretraining import (CONFIG, PREDS, SEQ, assert_same_values, checkpoint_steps,
                               checkpoint_values, train_tiny, write_init_checkpoint,
                               write_pretraining_records)
@@ -112,8 +113,8 @@ def test_multi_worker_mirrored_two_processes_train_and_checkpoint(tmp_path):
 
 def _mirrored_driver(work_dir: str) -> None:
   """Trains 4 steps on one device and on 2 mirrored CPU devices, from the same init."""
-  cpu = tf.config.list_physical_devices("CPU")[0]
-  tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+  processes.two_cpu_devices()
+  processes.graph_rewrites_off()
   records = write_pretraining_records(os.path.join(work_dir, "data.tfrecord"), 64)
   init = write_init_checkpoint(os.path.join(work_dir, "init", "ckpt"))
   results, replicas = {}, []

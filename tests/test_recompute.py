@@ -19,6 +19,7 @@ import tf_keras
 
 from bert_tf.modeling import encoder
 from bert_tf.training import loop
+import processes
 
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
 
@@ -30,12 +31,12 @@ def _model(config, recompute: bool) -> tf_keras.Model:
     return encoder.build_encoder(config)
 
 
-def _micro_batches(seed: int = 0) -> tuple[dict, ...]:
-  """Two micro-batches of different lengths: the model is called twice in one step."""
-  rng = np.random.default_rng(seed)
+def _micro_batches(lengths: tuple[int, ...] = (12, 16)) -> tuple[dict, ...]:
+  """Micro-batches of these lengths (by default two: the model is called twice in a step)."""
+  rng = np.random.default_rng(0)
   return tuple({"input_word_ids": tf.constant(rng.integers(1, 1000, (4, n)), tf.int32),
                 "input_mask": tf.ones((4, n), tf.int32),
-                "input_type_ids": tf.zeros((4, n), tf.int32)} for n in (12, 16))
+                "input_type_ids": tf.zeros((4, n), tf.int32)} for n in lengths)
 
 
 def _loss(features, outputs, counts=None):
@@ -44,8 +45,8 @@ def _loss(features, outputs, counts=None):
   return loss, {}
 
 
-def _steps(model, how: str, num_steps: int = 2) -> list:
-  """(loss, gradients) of num_steps steps on the same batch, as the training loop computes
+def _steps(model, how: str, lengths: tuple[int, ...] = (12, 16)) -> list:
+  """(loss, gradients) of two steps on the same micro-batches, as the training loop computes
   them (`loop.accumulated_gradients` in a tf.function without AutoGraph, optionally under
   XLA): a step's dropout masks differ from the last one's only if the generators advanced as
   they should."""
@@ -55,7 +56,7 @@ def _steps(model, how: str, num_steps: int = 2) -> list:
     return loss, [tf.convert_to_tensor(g) for g in grads]
   if how != "eager":
     gradients = tf.function(gradients, autograph=False, jit_compile=how == "xla")
-  return [gradients(_micro_batches()) for _ in range(num_steps)]
+  return [gradients(_micro_batches(lengths)) for _ in range(2)]
 
 
 def _largest_difference(steps, others) -> float:
@@ -66,13 +67,13 @@ def _largest_difference(steps, others) -> float:
 @pytest.mark.parametrize("how", ["eager", "tf.function",
                                  pytest.param("xla", marks=pytest.mark.slow)])
 def test_the_same_loss_and_gradients_with_dropout_on(tiny_bert_config, how):
-  # Under XLA one block: compiling each block's passes and dropout masks takes most of the
-  # test's time (15 CPU s a block, twice), and the blocks one after another are the eager and
-  # tf.function cases'.
-  config = dataclasses.replace(tiny_bert_config, num_hidden_layers=1) if how == "xla" else (
-      tiny_bert_config)
-  plain = _steps(_model(config, recompute=False), how)
-  recomputed = _steps(_model(config, recompute=True), how)
+  # Under XLA one block and one micro-batch: compiling each call of a block (its two passes
+  # and dropout masks) takes most of the test's time, and blocks and micro-batches one after
+  # another are the eager and tf.function cases'.
+  config, lengths = (dataclasses.replace(tiny_bert_config, num_hidden_layers=1), (16,)) if (
+      how == "xla") else (tiny_bert_config, (12, 16))
+  plain = _steps(_model(config, recompute=False), how, lengths)
+  recomputed = _steps(_model(config, recompute=True), how, lengths)
   # The same to rounding (here 0.0 but under XLA, which fuses the second pass its own way).
   assert _largest_difference(plain, recomputed) <= 1e-6
   assert float(plain[0][0]) != float(plain[1][0])  # The two steps drew different masks.
@@ -173,7 +174,7 @@ def test_pretraining_with_it_resumes_without_it(tmp_path, tiny_config_file):
       bert_config_file=tiny_config_file, input_file=records, output_dir=str(tmp_path / "out"),
       max_seq_length=32, max_predictions_per_seq=PREDS, do_train=True, train_batch_size=8,
       num_train_steps=2, num_warmup_steps=1, save_checkpoints_steps=2, iterations_per_loop=2,
-      recompute_layers=True, jit_compile=True)
+      recompute_layers=True)
   strategy = distribute.get_strategy("one_device")
   pretraining.pretrain(args, strategy)
   pretraining.pretrain(dataclasses.replace(args, num_train_steps=4, recompute_layers=False,
@@ -195,8 +196,8 @@ def test_several_replicas_refuse_it_with_dropout_only(tmp_path):
 def _several_replicas_driver() -> None:
   """Under Mirrored over two CPUs: with dropout, building a recomputing encoder is refused;
   without, a replica's gradients with recompute equal those without."""
-  [cpu] = tf.config.list_physical_devices("CPU")
-  tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+  processes.two_cpu_devices()
+  processes.graph_rewrites_off()
   from bert_tf.modeling.configs import BertConfig  # pylint: disable=g-import-not-at-top
   config = BertConfig(vocab_size=1000, hidden_size=32, num_hidden_layers=2,
                       num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)
