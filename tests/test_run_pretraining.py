@@ -3,9 +3,6 @@ pretrain() in this process: damaged or foreign record files named, a busy output
 import json
 import os
 import re
-import shutil
-import subprocess
-import sys
 
 import pytest
 
@@ -14,19 +11,11 @@ from bert_tf.training import distribute
 from bert_tf.training import pretraining
 import entry_points
 from tiny_pretraining import (CONFIG, PREDS, SEQ, assert_same_values, checkpoint_steps,
-                              checkpoint_values, killed_copy, write_init_checkpoint,
+                              checkpoint_values, write_init_checkpoint,
                               write_pretraining_records)
 from tfrecords import datasets
 
 pytestmark = pytest.mark.slow  # Every test here trains, exports or starts processes.
-
-ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-
-
-def run_pretraining(*args: str) -> subprocess.CompletedProcess:
-  return subprocess.run([sys.executable, "-m", "bert_tf.scripts.run_pretraining", *args],
-                        capture_output=True, text=True, timeout=900, env=ENV)
-
 
 def read_results(path) -> dict[str, float]:
   return {k: float(v) for k, v in (line.split(" = ") for line in
@@ -35,6 +24,8 @@ def read_results(path) -> dict[str, float]:
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
+  """The trained run (4 steps, evaluated) and `reruns`' runs on from it, each as a user starts
+  it, all in one process of their own (Python and TensorFlow started once, not once a run)."""
   d = tmp_path_factory.mktemp("pretraining")
   records = write_pretraining_records(str(d / "data.tfrecord"), 48)
   config_file = str(d / "bert_config.json")
@@ -45,9 +36,14 @@ def setup(tmp_path_factory):
             "--num_train_steps=4", "--num_warmup_steps=1", "--iterations_per_loop=2",
             "--save_checkpoints_steps=2"]
   trained = d / "trained"
-  out = run_pretraining(*common, f"--output_dir={trained}", "--do_train", "--do_eval")
+  names, cases = _reruns(d, trained)
+  out, *outs = entry_points.run_cases(
+      "bert_tf.scripts.run_pretraining",
+      [common + [f"--output_dir={trained}", "--do_train", "--do_eval"],
+       *(case if isinstance(case, entry_points.Call) else common + case for case in cases)])
   assert out.returncode == 0, out.stderr[-3000:]
-  return dict(dir=d, common=common, trained=trained, log=out.stderr, stdout=out.stdout)
+  return dict(dir=d, common=common, trained=trained, log=out.stderr, stdout=out.stdout,
+              reruns=dict(zip(names, outs)))
 
 
 def test_trains_checkpoints_summarizes_and_evaluates(setup):
@@ -100,41 +96,44 @@ BAD_INPUT = [
 ]
 
 
-@pytest.fixture(scope="module")
-def reruns(setup) -> dict:
-  """{name: CompletedProcess} of the runs on from `setup`'s, each as a user starts it, all in
-  one process of their own (Python and TensorFlow started once, not once a run):
-  eval_only, killed (resumed after ckpt-2), damaged (resumed past a damaged ckpt-4),
-  from_damaged (a damaged --init_checkpoint), bad-<i> (BAD_INPUT's cases)."""
-  d, trained = setup["dir"], setup["trained"]
-  killed_copy(trained, 2, d / "killed")
-  # A save cut short by a full disk, one killed half-way: as the run's latest, as an init.
-  shutil.copytree(trained, d / "damaged")
-  (d / "damaged" / "ckpt-6_temp").mkdir()
-  killed_copy(trained, 4, d / "damaged_init")
-  for damaged in (d / "damaged", d / "damaged_init"):
-    data = damaged / "ckpt-4.data-00000-of-00001"
-    data.write_bytes(data.read_bytes()[:1000])
+def _reruns(d, trained) -> tuple[list[str], list]:
+  """The names and cases (flags after the common ones, and the steps between) of the runs on
+  from the trained one: eval_only, killed (resumed after ckpt-2), damaged (resumed past a
+  damaged ckpt-4), from_damaged (a damaged --init_checkpoint), bad-<i> (BAD_INPUT's cases)."""
   wide = dict(CONFIG.to_dict(), hidden_size=48, intermediate_size=96)
   (d / "wide.json").write_text(json.dumps(wide))
   misspelt = {("hiden_size" if k == "hidden_size" else k): v for k, v in CONFIG.to_dict().items()}
   (d / "misspelt.json").write_text(json.dumps(misspelt))
   (d / "small_vocab.json").write_text(json.dumps(dict(CONFIG.to_dict(), vocab_size=5)))
+  Call = entry_points.Call  # pylint: disable=invalid-name
+  # A save cut short by a full disk, one killed half-way: as the run's latest, as an init.
+  between = [Call("tiny_pretraining.killed_copy", [str(trained), 2, str(d / "killed")]),
+             Call("shutil.copytree", [str(trained), str(d / "damaged")]),
+             Call("os.mkdir", [str(d / "damaged" / "ckpt-6_temp")]),
+             Call("tiny_pretraining.killed_copy", [str(trained), 4, str(d / "damaged_init")])]
+  between += [Call("os.truncate", [str(damaged / "ckpt-4.data-00000-of-00001"), 1000])
+              for damaged in (d / "damaged", d / "damaged_init")]
   cases = {
       "eval_only": [f"--output_dir={d / 'eval_only'}", "--do_eval",
                     f"--init_checkpoint={trained / 'ckpt-4'}"],
       "killed": [f"--output_dir={d / 'killed'}", "--do_train"],
       "damaged": [f"--output_dir={d / 'damaged'}", "--do_train"],
       "from_damaged": [f"--output_dir={d / 'from_damaged'}", "--do_eval",
-                       f"--init_checkpoint={d / 'damaged_init' / 'ckpt-4'}"]}
+                       f"--init_checkpoint={d / 'damaged_init' / 'ckpt-4'}"],
+      "nvidia": [f"--output_dir={d / 'nvidia'}", "--num_accumulation_steps=4",
+                 "--train_batch_size=32", "--do_train"]}
   for i, (flags, _) in enumerate(BAD_INPUT):
     flags = [f.format(dir=d) for f in flags]
     do = [] if "--do_eval" in flags else ["--do_train"]
     # Later flags win: those of the case override the common ones.
     cases[f"bad-{i}"] = [f"--output_dir={d / 'bad'}", *flags, *do]
-  outs = entry_points.run_cases("bert_tf.scripts.run_pretraining",
-                                [setup["common"] + argv for argv in cases.values()])
-  return dict(zip(cases, outs))
+  return list(cases), between + list(cases.values())
+
+
+@pytest.fixture(scope="module")
+def reruns(setup) -> dict:
+  """{name: CompletedProcess} of `_reruns`' runs."""
+  return setup["reruns"]
 
 
 def test_eval_only_from_init_checkpoint_reproduces_the_trained_results(setup, reruns):
@@ -187,6 +186,14 @@ def test_bad_input_exits_nonzero_with_a_clear_message(setup, reruns, case):
   for message in BAD_INPUT[case][1]:
     assert message.format(dir=d) in errors[0], errors[0]
   assert json.loads((d / "trained" / "bert_config.json").read_text()) == CONFIG.to_dict()
+
+
+def test_nvidias_flag_is_refused_with_the_conversion(reruns):
+  out = reruns["nvidia"]
+  assert out.returncode != 0
+  assert ("NVIDIA's --num_accumulation_steps takes --train_batch_size as the per-GPU "
+          "micro-batch" in out.stderr)
+  assert "--gradient_accumulation_steps=N" in out.stderr and "Traceback" not in out.stderr
 
 
 def _pretrain(tmp_path, input_file: str, **overrides) -> dict:
