@@ -39,6 +39,11 @@ flags.DEFINE_string("output_file", None,
                     "itself without --num_output_shards).")
 flags.DEFINE_enum("source", "auto", SOURCES,
                   "The inputs' kind; auto: detected per file from its first bytes.")
+flags.DEFINE_string("language", None,
+                    "The text's language code (de, zh, zh-yue). Default: a Wikipedia dump's "
+                    "<siteinfo> says (xml:lang, dbname); en for other sources. A dump's files "
+                    "and categories are hidden under this language's names and aliases, the "
+                    "dump's <siteinfo> names and the English ones.")
 flags.DEFINE_enum("sentence_splitter", sentences.DEFAULT, sentences.NAMES,
                   "The sentence segmenter (data_gen/corpus/sentences.py).")
 flags.DEFINE_integer("num_output_shards", None, "Training shards to write.")
@@ -64,7 +69,8 @@ PROGRAM = "prepare_corpus"
 
 def _config() -> CorpusConfig:
   return CorpusConfig(
-      source=FLAGS.source, sentence_splitter=FLAGS.sentence_splitter,
+      source=FLAGS.source, language=FLAGS.language,
+      sentence_splitter=FLAGS.sentence_splitter,
       num_output_shards=FLAGS.num_output_shards, holdout_fraction=FLAGS.holdout_fraction,
       num_holdout_shards=FLAGS.num_holdout_shards, min_sentences=FLAGS.min_sentences,
       min_words=FLAGS.min_words, dedup=FLAGS.dedup, page_time_limit=FLAGS.page_time_limit)

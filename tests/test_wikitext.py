@@ -25,7 +25,7 @@ def _passages(text: str) -> list[str]:
 
 
 def _strip(text: str) -> tuple[str, list[str]]:
-  return prefilter.strip(text, wikitext._hidden_link)  # pylint: disable=protected-access
+  return prefilter.strip(text, wikitext.ENGLISH_LINKS)
 
 
 def test_a_reference_whose_citation_does_not_close_leaves_none_of_its_text():

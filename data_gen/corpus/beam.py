@@ -60,11 +60,12 @@ class UnitFile:
   warnings: list[str]
 
 
-def _plan(file: tuple[int, str, str], unit_chars: int):
-  """Plan: one input file's units."""
-  file_index, path, kind = file
+def _plan(file: tuple[int, str, str, frozenset[str]], unit_chars: int):
+  """Plan: one input file's units (a dump's carry the names its links hide under)."""
+  file_index, path, kind, hidden_names = file
   try:
-    yield from sources.plan_units(file_index, path, kind, unit_chars, beam_files.InputFiles)
+    yield from sources.plan_units(file_index, path, kind, unit_chars, beam_files.InputFiles,
+                                  hidden_names)
   except DataError as e:  # as a ValueError: the form `beam_options.user_error` finds
     raise ValueError(str(e)) from None
 
@@ -130,9 +131,11 @@ def _write_shard(job: tuple[int, list[UnitFile]], targets: list[tuple[int, int]]
 
 
 def _write_stats(units: list[UnitFile], input_files: list[str], kinds: dict[str, str],
-                 config: CorpusConfig, paths: list[list[str]], path: str) -> None:
-  """Stats: the local path's totals, and the documents of each output file, to `path`."""
-  totals = pipeline.Totals(config.dedup)
+                 config: CorpusConfig, warnings: list[str], paths: list[list[str]],
+                 path: str) -> None:
+  """Stats: the local path's totals (after the run's `warnings`), and the documents of each
+  output file, to `path`."""
+  totals = pipeline.Totals(config.dedup, warnings)
   written = [[0] * len(split) for split in paths]
   for unit in sorted(units, key=lambda u: u.order):
     totals.add_unit(unit.counts, unit.source_bytes, unit.warnings)
@@ -167,6 +170,8 @@ def prepare_corpus(input_files: list[str],
   """
   input_files = sources.without_indexes(list(input_files), beam_files.InputFiles)
   kinds = pipeline.source_kinds(input_files, config.source, beam_files.InputFiles)
+  wikis = pipeline.wikis(input_files, kinds, config, beam_files.InputFiles)
+  config = wikis.config
   train, holdout = pipeline.output_paths(output_file, config)
   outputs = train + holdout
   files = beam_files.files_for(output_file)
@@ -177,7 +182,8 @@ def prepare_corpus(input_files: list[str],
   start = time.monotonic()
   try:
     p = beam.Pipeline(options=options)
-    units = (p | "Files" >> beam.Create([(i, path, kinds[path])
+    units = (p | "Files" >> beam.Create([(i, path, kinds[path],
+                                          wikis.hidden_names.get(path, frozenset()))
                                          for i, path in enumerate(input_files)])
              | "Plan" >> beam.FlatMap(_plan, unit_chars)
              | "Spread" >> beam_options.Spread(beam_options.spread_partitions(options),
@@ -192,7 +198,7 @@ def prepare_corpus(input_files: list[str],
               | "Shards" >> beam.Map(_write_shard, targets, [train, holdout], config.dedup,
                                      suffix))
     stats = units | "Stats" >> beam.Map(_write_stats, input_files, kinds, config,
-                                        [train, holdout],
+                                        wikis.warnings, [train, holdout],
                                         FileSystems.join(scratch, "stats.json"))
     # Last, on both: DaskRunner runs the last step applied and what it reads, no more.
     _ = (shards, stats) | "Done" >> beam.Flatten()

@@ -15,6 +15,7 @@ a failed job leaves none.
 """
 import collections
 import contextlib
+import dataclasses
 import logging
 import os
 import sys
@@ -23,9 +24,10 @@ import time
 from bert_tf.common import files as files_lib
 from bert_tf.common import progress
 from bert_tf.common.errors import DataError
+from data_gen.corpus import namespaces
 from data_gen.corpus import sources
 from data_gen.corpus import units
-from data_gen.corpus.config import CorpusConfig
+from data_gen.corpus.config import LANGUAGE_CODE, CorpusConfig
 from data_gen.jobs import outputs as outputs_lib
 from data_gen.jobs import workers as workers_lib
 
@@ -53,16 +55,59 @@ def source_kinds(input_files: list[str], source: str,
           for path in input_files}
 
 
+@dataclasses.dataclass
+class Wikis:
+  """What the dumps among the inputs say of their wikis: the run's `config` with its language
+  decided, each dump's `hidden_names` (`namespaces.hidden_names`), `warnings` to report."""
+  config: CorpusConfig
+  hidden_names: dict[str, frozenset[str]]
+  warnings: list[str]
+
+
+def wikis(input_files: list[str], kinds: dict[str, str], config: CorpusConfig,
+          files=sources.LocalFiles) -> Wikis:
+  """The run's language: --language, else the first dump's <siteinfo>'s (xml:lang, else its
+  dbname's wiki code), else "en"; and the names each dump's links to files, media and
+  categories go by: its <siteinfo>'s, English, the namespace table's for the run's language and
+  the dump's own. Warns (logged too) where --language disagrees with a dump's <siteinfo> (the
+  flag wins), and where the table has no row for the language (the <siteinfo>'s and English
+  names still apply)."""
+  siteinfos = {path: sources.read_siteinfo(path, files)
+               for path in input_files if kinds[path] == "wikipedia"}
+  own = {path: list(dict.fromkeys(code for code in (info.language,
+                                                    namespaces.wiki_code(info.dbname)) if code))
+         for path, info in siteinfos.items()}
+  language = config.language or next(
+      (code for codes in own.values() for code in codes if LANGUAGE_CODE.fullmatch(code)), "en")
+  warnings = []
+  for path, codes in own.items():
+    if config.language and codes and config.language not in codes:
+      warnings.append(f"--language={language} over {path}'s <siteinfo> ({'/'.join(codes)}): "
+                      f"the text taken as {language}, files and categories hidden under both "
+                      "wikis' names")
+  if siteinfos and not namespaces.in_table(language, *(c for codes in own.values()
+                                                       for c in codes if language in codes)):
+    warnings.append(f"language {language}: no row in {namespaces.TABLE}: files and "
+                    "categories are hidden under the dumps' <siteinfo> names and English ones")
+  for warning in warnings:
+    logging.warning("prepare_corpus: %s", warning)
+  return Wikis(dataclasses.replace(config, language=language),
+               {path: namespaces.hidden_names((language, *codes),
+                                              siteinfos[path].hidden_namespace_names)
+                for path, codes in own.items()},
+               warnings)
+
+
 class Totals:
   """The job's counts, added up unit by unit in input order; decides --dedup's drops."""
 
-  def __init__(self, dedup: bool):
+  def __init__(self, dedup: bool, warnings: list[str] = ()):
     self.counts = collections.Counter()
     self.seen = set() if dedup else None
     self.source_bytes = 0
     self.documents = [0, 0]  # TRAIN, HOLDOUT
     self.sentences = self.words = self.bytes_out = 0
-    self.warnings = []
+    self.warnings = list(warnings)  # the run's (`wikis`), then the units'
 
   def add_unit(self, counts: collections.Counter, source_bytes: int,
                warnings: list[str]) -> None:
@@ -169,7 +214,9 @@ def prepare_corpus(input_files: list[str],
   kinds = source_kinds(input_files, config.source)
   train, holdout = output_paths(output_file, config)
   check_outputs(input_files, train + holdout)
-  totals = Totals(config.dedup)
+  wiki = wikis(input_files, kinds, config)
+  config = wiki.config
+  totals = Totals(config.dedup, wiki.warnings)
   start = time.monotonic()
   meter = progress.Meter(None, interval=progress_seconds)
   with contextlib.ExitStack() as stack:
@@ -197,7 +244,8 @@ def prepare_corpus(input_files: list[str],
 
     in_flight = collections.deque()
     for file_index, path in enumerate(input_files):
-      for unit in sources.plan_units(file_index, path, kinds[path], unit_chars):
+      for unit in sources.plan_units(file_index, path, kinds[path], unit_chars,
+                                     hidden_names=wiki.hidden_names.get(path, frozenset())):
         in_flight.append(pool.submit(units.process_unit, unit, config))
         if len(in_flight) >= 2 * num_workers:
           write(in_flight.popleft())

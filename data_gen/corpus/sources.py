@@ -15,6 +15,8 @@ The sources (`detect` tells them apart by their first bytes, then by name):
   wikiextractor  WikiExtractor's output: `<doc id=... title=...>` blocks.
   books          one book a file (Project Gutenberg text; see `gutenberg`).
   paragraphs     one paragraph a line, a blank line between documents.
+A dump's <siteinfo> (`read_siteinfo`) gives its language and its namespaces' names: the names its
+links to files and categories go by (`namespaces`), which each of its units carries.
 Text files must be UTF-8 (a BOM is dropped). .bz2 and .gz files are decompressed as read.
 
 Every read of an input goes through a `files` argument (open for reading, size, exists): this
@@ -34,6 +36,7 @@ import zlib
 
 from bert_tf.common.errors import DataError
 from data_gen.corpus import gutenberg
+from data_gen.corpus import namespaces
 
 # ~1 MB of raw text a unit: big enough to amortize handing it to a worker, small enough that
 # a few per worker in flight cost little memory.
@@ -43,6 +46,7 @@ MULTISTREAM_SUFFIX = "-multistream.xml.bz2"
 INDEX_SUFFIX = "-multistream-index.txt.bz2"
 DOC_START = re.compile(r'^<doc\s+id="([^"]*)"[^>]*>\s*$')
 DECOMPRESSION_ERRORS = (EOFError, OSError, zlib.error)
+XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
 
 
 @dataclasses.dataclass
@@ -66,6 +70,8 @@ class Unit:
                 when the worker reads them itself (a book, a multistream range).
   stream_range: [start, end) bytes of a multistream dump: the bz2 streams to read.
   source_bytes: the (decompressed) bytes of the input the items came from.
+  hidden_names: the names a Wikipedia page's links to files, media and categories go by
+                (`namespaces.hidden_names`): such a link shows no text.
   """
   order: tuple[int, int]
   path: str
@@ -73,6 +79,17 @@ class Unit:
   items: list | None = None
   stream_range: tuple[int, int] | None = None
   source_bytes: int = 0
+  hidden_names: frozenset[str] = frozenset()
+
+
+@dataclasses.dataclass(frozen=True)
+class Siteinfo:
+  """What a dump says of its wiki: `language` (<mediawiki xml:lang>), `dbname` (dewiki), and
+  the names of the namespaces whose links show no text (`namespaces.HIDDEN_NAMESPACES`'
+  keys: the local name, and the canonical one where the dump gives it)."""
+  language: str | None = None
+  dbname: str | None = None
+  hidden_namespace_names: tuple[str, ...] = ()
 
 
 class _Counting(io.RawIOBase):
@@ -220,7 +237,31 @@ def _xml_pages(stream: BinaryIO, path: str, where: str = "") -> Iterator[RawPage
     raise _decompression_error(path, e, where) from None
 
 
-def _plan_xml(file_index: int, path: str, unit_chars: int, files) -> Iterator[Unit]:
+def read_siteinfo(path: str, files=LocalFiles) -> Siteinfo:
+  """The <siteinfo> of the dump at `path` (read up to its end, or the first <page>); an empty
+  one where it has none or the head is damaged (the reader names the damage)."""
+  language, dbname, names = None, None, []
+  try:
+    with _open(path, files) as f:
+      for event, element in ET.iterparse(f, events=("start", "end")):
+        tag = _local(element.tag)
+        if event == "start" and tag == "mediawiki":
+          language = element.get(XML_LANG)
+        elif event == "start" and tag == "page" or event == "end" and tag == "siteinfo":
+          break
+        elif event == "end" and tag == "dbname":
+          dbname = (element.text or "").strip() or None
+        elif event == "end" and tag == "namespace":
+          key = element.get("key", "")
+          if key.lstrip("-").isdigit() and int(key) in namespaces.HIDDEN_NAMESPACES:
+            names += [name for name in (element.text, element.get("canonical")) if name]
+  except (ET.ParseError, *DECOMPRESSION_ERRORS):
+    pass
+  return Siteinfo(language, dbname, tuple(names))
+
+
+def _plan_xml(file_index: int, path: str, unit_chars: int, files,
+              hidden_names: frozenset[str]) -> Iterator[Unit]:
   with _open(path, files) as raw:
     stream = _Counting(raw)
     batch, chars, index, counted = [], 0, 0, 0
@@ -229,11 +270,11 @@ def _plan_xml(file_index: int, path: str, unit_chars: int, files) -> Iterator[Un
       chars += len(page.text)
       if chars >= unit_chars:
         yield Unit((file_index, index), path, "wikipedia", batch,
-                   source_bytes=stream.count - counted)
+                   source_bytes=stream.count - counted, hidden_names=hidden_names)
         batch, chars, index, counted = [], 0, index + 1, stream.count
     if batch:
       yield Unit((file_index, index), path, "wikipedia", batch,
-                 source_bytes=stream.count - counted)
+                 source_bytes=stream.count - counted, hidden_names=hidden_names)
     elif index == 0:
       raise DataError(f"{path}: a MediaWiki dump without a single <page>")
 
@@ -255,7 +296,7 @@ def _stream_offsets(index: str, files) -> list[int]:
 
 
 def _plan_multistream(file_index: int, path: str, index: str, unit_chars: int,
-                      files) -> Iterator[Unit]:
+                      files, hidden_names: frozenset[str]) -> Iterator[Unit]:
   offsets = _stream_offsets(index, files)
   if not offsets:
     raise DataError(f"{index}: an empty multistream index")
@@ -269,7 +310,8 @@ def _plan_multistream(file_index: int, path: str, index: str, unit_chars: int,
   start, unit = offsets[0], 0
   for end in ends:
     if end - start >= unit_bytes or end == size:
-      yield Unit((file_index, unit), path, "wikipedia", stream_range=(start, end))
+      yield Unit((file_index, unit), path, "wikipedia", stream_range=(start, end),
+                 hidden_names=hidden_names)
       start, unit = end, unit + 1
 
 
@@ -363,14 +405,15 @@ def _paragraph_documents(path: str, files) -> Iterator[tuple[int, list[str]]]:
 
 
 def plan_units(file_index: int, path: str, kind: str, unit_chars: int = UNIT_CHARS,
-               files=LocalFiles) -> Iterator[Unit]:
+               files=LocalFiles,
+               hidden_names: frozenset[str] = namespaces.ENGLISH) -> Iterator[Unit]:
   """The units of work of one input file of source `kind` (not "auto": see `detect`), read
-  through `files` (see the module doc)."""
+  through `files` (see the module doc); a dump's carry `hidden_names`."""
   if kind == "wikipedia":
     index = multistream_index(path, files)
     if index:
-      return _plan_multistream(file_index, path, index, unit_chars, files)
-    return _plan_xml(file_index, path, unit_chars, files)
+      return _plan_multistream(file_index, path, index, unit_chars, files, hidden_names)
+    return _plan_xml(file_index, path, unit_chars, files, hidden_names)
   if kind == "books":
     return iter([Unit((file_index, 0), path, kind)])
   if kind == "wikiextractor":

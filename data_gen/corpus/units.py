@@ -18,6 +18,7 @@ tokenizer included (it checks for signals); on another thread (a Beam runner's w
 No TensorFlow: this runs in the workers.
 """
 import collections
+from collections.abc import Callable
 import ctypes
 import dataclasses
 import hashlib
@@ -42,6 +43,8 @@ EXTRACTOR_HEADING_WORDS = 4
 EXTRACTOR_PLACEHOLDER = re.compile(r"\b(?:formula|codice)_\d+\b")
 
 _splitters: dict[str, sentences_lib.Splitter] = {}
+# Each dump's test of its links (`wikitext.hidden_link_test`), made once a process.
+_link_tests: dict[frozenset[str], Callable[[str], bool]] = {}
 
 
 @dataclasses.dataclass
@@ -149,8 +152,15 @@ def _splitter(name: str) -> sentences_lib.Splitter:
   return _splitters[name]
 
 
+def _link_test(names: frozenset[str]) -> Callable[[str], bool]:
+  if names not in _link_tests:
+    _link_tests[names] = wikitext.hidden_link_test(names)
+  return _link_tests[names]
+
+
 def _wikipedia_paragraphs(page: sources.RawPage, config: CorpusConfig,
-                          counts: collections.Counter) -> list[str] | None:
+                          counts: collections.Counter,
+                          hidden_link: Callable[[str], bool]) -> list[str] | None:
   """The page's passages, or None (counted) when it is not an article or takes too long."""
   if page.ns != 0:
     counts["skipped_namespace"] += 1
@@ -160,7 +170,7 @@ def _wikipedia_paragraphs(page: sources.RawPage, config: CorpusConfig,
     return None
   try:
     with _TimeLimit(config.page_time_limit):
-      code = wikitext.parse(page.text)
+      code = wikitext.parse(page.text, hidden_link)
       if wikitext.is_disambiguation(code):
         counts["skipped_disambiguation"] += 1
         return None
@@ -186,8 +196,10 @@ def _raw_documents(unit: sources.Unit, config: CorpusConfig, result: UnitResult,
     if unit.stream_range is not None:
       pages, result.source_bytes = sources.read_streams(unit.path, unit.stream_range,
                                                         files)
+    hidden_link = _link_test(unit.hidden_names)
     for page in pages:
-      yield f"wikipedia:{page.page_id}", _wikipedia_paragraphs(page, config, counts)
+      yield f"wikipedia:{page.page_id}", _wikipedia_paragraphs(page, config, counts,
+                                                               hidden_link)
   elif unit.kind == "wikiextractor":
     for doc_id, lines in unit.items:
       yield f"wikipedia:{doc_id}", _extractor_paragraphs(lines)

@@ -8,7 +8,8 @@ sees as running text is kept, everything else dropped:
             the contents of inline HTML (span, small, sup, ...), HTML entities as characters
             (once: `&amp;nbsp;` is the text "&nbsp;"), in link titles too;
   dropped   templates (infoboxes, citations, navboxes: what WikiExtractor would expand),
-            <ref>s, tables, files and images, categories, interlanguage links, comments, math,
+            <ref>s, tables, files and images, categories (under every name of the wiki's:
+            `namespaces`), interlanguage links in any language, comments, math,
             galleries and other non-prose tags, headings, list items (`*`, `#`, `:`, `;`
             lines), horizontal rules, magic words (__TOC__).
 A line that still holds markup after that (unbalanced brackets the parser left as text, a
@@ -16,6 +17,7 @@ table row outside a table) is dropped whole rather than let through, and so is o
 with `=` or an operator: what a dropped formula leaves ("<math>n_T</math> = total number of
 cases"). Each remaining line is a paragraph.
 """
+from collections.abc import Callable
 import dataclasses
 import re
 
@@ -24,6 +26,7 @@ from mwparserfromhell import parser as wiki_parser
 from mwparserfromhell.parser import tokens as wiki_tokens
 from mwparserfromhell.parser import tokenizer as python_tokenizer
 
+from data_gen.corpus import namespaces
 from data_gen.corpus import prefilter
 
 # Tags whose contents are not prose (or not text at all); `prefilter` cuts some before the parse.
@@ -33,13 +36,16 @@ DROPPED_TAGS = frozenset({
     "templatedata", "templatestyles", "hiero", "inputbox", "categorytree", "poem", "hr",
     "noinclude", "includeonly", "onlyinclude", "div", "blockquote", "caption",
 })
-# Link namespaces that are not shown as text (English and the canonical ones, and Bulgarian,
-# the other language here with a sample): a link to one is an image or a category.
-HIDDEN_LINK_NAMESPACES = frozenset({
-    "file", "image", "media", "category", "файл", "картинка", "изображение", "категория",
-})
-# `[[de:Artikel]]`: a language (or wiki) prefix, and no text of its own: an interlanguage link.
+# `[[de:Artikel]]`, `[[zh-yue:...]]`: a language prefix, in lower case as no namespace writes
+# it: an interlanguage link, shown beside the page, not in its text. (The prefixes of
+# Wikimedia's other projects are no language: `[[wikt:ru:слово|слова]]` shows "слова".)
 INTERLANGUAGE = re.compile(r"^[a-z][a-z-]{1,11}:")
+INTERWIKI_PROJECTS = frozenset({
+    "wikipedia", "wiktionary", "wikt", "wikinews", "wikibooks", "wikiquote", "wikisource",
+    "wikispecies", "species", "wikiversity", "wikivoyage", "voy", "wikidata", "wikifunctions",
+    "commons", "meta", "metawikimedia", "mw", "mediawikiwiki", "wikimedia", "foundation",
+    "wmf", "incubator", "outreach", "wikitech", "phab", "phabricator",
+})
 # Templates that mark a disambiguation page ({{Disambiguation}}, {{Human name disambiguation}},
 # {{Dab}}, Bulgarian {{Пояснение}}).
 DISAMBIGUATION = re.compile(r"disambig|^dab$|^hndis|^geodis|^пояснение", re.IGNORECASE)
@@ -66,25 +72,37 @@ SPACE_BEFORE_PUNCTUATION = re.compile(r" (?=[,.;:!?)])")
 _Tokenizer = wiki_parser.CTokenizer or python_tokenizer.Tokenizer
 
 
+def hidden_link_test(names: frozenset[str]) -> Callable[[str], bool]:
+  """The test of whether `[[title]]` shows nothing in the text: a link to a file, medium or
+  category under one of `names` (`namespaces.hidden_names`), or an interlanguage link. A
+  leading colon (`[[:Category:X]]`) makes it an ordinary, visible link. (A closure, made once
+  a run: it runs for every link of every page.)"""
+
+  def hidden_link(title: str) -> bool:
+    if ":" not in title or title.startswith(":"):
+      return False
+    prefix = namespaces.normalized(title.split(":", 1)[0])
+    return prefix in names or (INTERLANGUAGE.match(title) is not None
+                               and prefix not in INTERWIKI_PROJECTS)
+
+  return hidden_link
+
+
+# Links under the English names alone hidden: for a page of no dump (a test's, a benchmark's).
+ENGLISH_LINKS = hidden_link_test(namespaces.ENGLISH)
+
+
 @dataclasses.dataclass
 class ParsedPage:
   """A page's wikitext, parsed: `tokens` mwparserfromhell's tokens of what `prefilter` left,
-  `templates` the names of the top-level templates it cut."""
+  `templates` the names of the top-level templates it cut, `hidden_link` its links' test."""
   tokens: list
   templates: list[str]
+  hidden_link: Callable[[str], bool] = ENGLISH_LINKS
 
 
 def is_redirect(wikitext: str) -> bool:
   return bool(REDIRECT.match(wikitext))
-
-
-def _hidden_link(title: str) -> bool:
-  """Whether `[[title]]` shows nothing in the text (a file, a category, an interlanguage
-  link). A leading colon (`[[:Category:X]]`) makes it an ordinary, visible link."""
-  if ":" not in title or title.startswith(":"):
-    return False
-  prefix = title.split(":", 1)[0].strip().lower()
-  return prefix in HIDDEN_LINK_NAMESPACES or bool(INTERLANGUAGE.match(title))
 
 
 class _Frame:
@@ -114,10 +132,10 @@ def _closed_tag(frame: _Frame, self_closing: bool) -> str:
   return "".join(frame.contents)
 
 
-def _render(tokens: list) -> str:
-  """The visible text of mwparserfromhell's tokens of a page. (Read off the tokenizer's
-  stream: the tree mwparserfromhell's builder makes of it is built once, walked once, and costs
-  more than the tokenizer and this together.)"""
+def _render(tokens: list, hidden_link: Callable[[str], bool]) -> str:
+  """The visible text of mwparserfromhell's tokens of a page, links tested by `hidden_link`.
+  (Read off the tokenizer's stream: the tree mwparserfromhell's builder makes of it is built
+  once, walked once, and costs more than the tokenizer and this together.)"""
   stack = [_Frame(None)]
   for token in tokens:
     kind = type(token)
@@ -138,7 +156,8 @@ def _render(tokens: list) -> str:
       frame.contents, frame.shown = frame.shown, []  # the closing tag's name next
     elif kind in _CLOSERS:
       stack.pop()
-      shown = _SHOWN[kind](frame)
+      shown = (_link_shown(frame, hidden_link) if kind is wiki_tokens.WikilinkClose
+               else _SHOWN[kind](frame))
       if shown:
         stack[-1].shown.append(shown)
     elif kind is wiki_tokens.HTMLEntityNumeric:
@@ -149,11 +168,11 @@ def _render(tokens: list) -> str:
   return "".join(stack[0].shown)
 
 
-def _link_shown(frame: _Frame) -> str:
+def _link_shown(frame: _Frame, hidden_link: Callable[[str], bool]) -> str:
   if frame.title is not None:  # [[title|text]]
-    return "" if _hidden_link(frame.title) else "".join(frame.shown)
+    return "" if hidden_link(frame.title) else "".join(frame.shown)
   title = "".join(frame.shown).strip()  # its entities decoded: [[OS&nbsp;X]] shows "OS X"
-  return "" if _hidden_link(title) else title.lstrip(":")
+  return "" if hidden_link(title) else title.lstrip(":")
 
 
 def _entity_shown(frame: _Frame) -> str:
@@ -166,8 +185,8 @@ _OPENERS = frozenset({
     wiki_tokens.HeadingStart, wiki_tokens.TagOpenOpen, wiki_tokens.TemplateOpen,
     wiki_tokens.ArgumentOpen, wiki_tokens.CommentStart})
 # What each closing token's construct shows.
+# (A link's: `_link_shown`, with the page's test.)
 _SHOWN = {
-    wiki_tokens.WikilinkClose: _link_shown,
     # [http://x label]: the label; a bare URL or [http://x]: nothing
     wiki_tokens.ExternalLinkClose:
         lambda frame: "" if frame.title is None else "".join(frame.shown),
@@ -180,13 +199,15 @@ _SHOWN = {
     wiki_tokens.ArgumentClose: lambda frame: "",
     wiki_tokens.CommentEnd: lambda frame: "",
 }
-_CLOSERS = frozenset(_SHOWN)
+_CLOSERS = frozenset(_SHOWN) | {wiki_tokens.WikilinkClose}
 
 
-def parse(wikitext: str) -> ParsedPage:
-  """The parsed page, what no passage shows cut first (`prefilter`): the slow step."""
-  text, templates = prefilter.strip(wikitext, _hidden_link)
-  return ParsedPage(_Tokenizer().tokenize(text, 0, False), templates)
+def parse(wikitext: str, hidden_link: Callable[[str], bool] = ENGLISH_LINKS) -> ParsedPage:
+  """The parsed page, what no passage shows cut first (`prefilter`): the slow step. Its links
+  to files, media and categories, and interlanguage links, show nothing (`hidden_link`: a
+  `hidden_link_test`'s)."""
+  text, templates = prefilter.strip(wikitext, hidden_link)
+  return ParsedPage(_Tokenizer().tokenize(text, 0, False), templates, hidden_link)
 
 
 def is_disambiguation(page: ParsedPage) -> bool:
@@ -206,7 +227,7 @@ def _tidy(text: str) -> str:
 def passages(page: ParsedPage) -> list[str]:
   """The paragraphs of a parsed page (`parse`), in order: each one line of prose."""
   paragraphs = []
-  for line in _tidy(_render(page.tokens)).split("\n"):
+  for line in _tidy(_render(page.tokens, page.hidden_link)).split("\n"):
     line = line.strip()
     if (not line or _DROP_LINE in line or line.startswith(LEFTOVER_LINE_START)
         or any(markup in line for markup in LEFTOVER_MARKUP) or FORMULA_REST.match(line)):

@@ -1,0 +1,61 @@
+"""The names under which a wiki's links show no text: its files, media and categories.
+
+MediaWiki shows nothing in the running text for `[[File:x.jpg|thumb|A caption]]` (an image and
+its caption, set apart), `[[Category:Cities]]` (listed at the page's foot) and, as this job
+reads them, `[[Media:x.ogg]]`. Each wiki names these namespaces in its own language, accepts
+aliases beside (German `Datei`, `Bild`, `Kategorie`; Chinese `文件`, `图像`, `分类`), and the
+English canonical names everywhere. A dump's <siteinfo> lists its local names but no alias, and
+a dump may carry another wiki's <siteinfo> (DBpedia's test dumps carry English Wikipedia's). So
+a dump's links are hidden under the union of
+  - the English names (the canonical ones, and English Wikipedia's alias `Image`),
+  - the names its <siteinfo> gives namespaces -2, 6 and 14,
+  - the table's names and aliases (namespaces.json: 111 wikis' siteinfo, made by
+    benchmarks/make_namespace_table.py) for the run's language and for the language the
+    dump's <siteinfo> names.
+Names compare as MediaWiki compares them: case-insensitive, `_` a space (`normalized`).
+
+The standard library only: this runs in the workers.
+"""
+import functools
+import json
+import os
+
+# The namespaces a link into shows no text, by key: their canonical names.
+HIDDEN_NAMESPACES = {-2: "Media", 6: "File", 14: "Category"}
+ENGLISH = frozenset({"media", "file", "image", "category"})
+TABLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "namespaces.json")
+
+
+def normalized(name: str) -> str:
+  """A namespace name as MediaWiki matches it: lower case, `_` and runs of spaces one space."""
+  return " ".join(name.replace("_", " ").split()).lower()
+
+
+@functools.cache
+def _table() -> dict[str, dict[str, list[str]]]:
+  with open(TABLE, encoding="utf-8") as f:
+    return json.load(f)["wikis"]
+
+
+def wiki_code(dbname: str | None) -> str | None:
+  """The wiki's code in its dbname (dewiki -> de, zh_yuewiki -> zh-yue), or None."""
+  if not dbname or not dbname.endswith("wiki") or len(dbname) <= 4:
+    return None
+  return dbname[:-4].replace("_", "-")
+
+
+def in_table(*codes: str | None) -> bool:
+  """Whether the table has a row for any of `codes` (languages or wiki codes)."""
+  return any(code in _table() for code in codes)
+
+
+def hidden_names(languages: tuple[str | None, ...], siteinfo_names=()) -> frozenset[str]:
+  """The names (`normalized`) a dump's links to files, media and categories go by: English,
+  `siteinfo_names` (its <siteinfo>'s for namespaces -2, 6, 14), and the table's for each of
+  `languages` (languages or wiki codes; one without a row adds nothing)."""
+  names = set(ENGLISH)
+  names.update(map(normalized, siteinfo_names))
+  for code in languages:
+    for kind in _table().get(code, {}).values():
+      names.update(map(normalized, kind))
+  return frozenset(names)
