@@ -1,11 +1,13 @@
 """How a sentence splitter is measured: pySBD's English Golden Rules (48 texts with their
-expected sentences; a rule passes when the splitter gives exactly its sentences), and its
-speed on paragraphs of real text.
+expected sentences; a rule passes when the splitter gives exactly its sentences), boundary F1
+against gold sentences (the Golden Rules', a UD treebank's), and its speed on paragraphs of
+real text.
 
 Kind: shared by every kind (benchmarks/); imported, never run. Standard library only, so a
 peer's venv imports it too (PYTHONPATH=.).
 """
 import ast
+import re
 import time
 from typing import Callable
 
@@ -27,6 +29,49 @@ def load_golden_rules(path: str) -> list[tuple[str, list[str]]]:
         getattr(target, "id", None) == "GOLDEN_EN_RULES" for target in node.targets):
       return ast.literal_eval(node.value)
   raise SystemExit(f"{path}: no GOLDEN_EN_RULES list")
+
+
+def paragraphs(paths: list[str]) -> list[str]:
+  """Each file's blocks between blank lines, their lines joined with single spaces."""
+  found = []
+  for path in paths:
+    with open(path, encoding="utf-8") as f:
+      found += [" ".join(block.split()) for block in re.split(r"\n\s*\n", f.read())
+                if block.strip()]
+  return found
+
+
+def conllu_sentences(path: str) -> list[str]:
+  """A CoNLL-U file's gold sentences, in order: its `# text = ` lines."""
+  with open(path, encoding="utf-8") as f:
+    return [line[len("# text = "):].strip() for line in f if line.startswith("# text = ")]
+
+
+def _ends(sentences: list[str]) -> set[int]:
+  """Where each sentence but the last ends, counted in non-space characters: the same
+  boundaries whatever spaces a splitter keeps or drops around them."""
+  ends, at = set(), 0
+  for sentence in sentences[:-1]:
+    at += len("".join(sentence.split()))
+    ends.add(at)
+  return ends
+
+
+def boundaries(split: Callable[[str], list[str]],
+               cases: list[tuple[str, list[str]]]) -> dict:
+  """Boundary precision, recall and F1 of `split` over (text, gold sentences) cases: a
+  boundary inside a text's gold sentences found at the same place is a hit. "altered": cases
+  whose sentences do not give back the text's characters (their boundaries still count)."""
+  hits = found = gold = altered = 0
+  for text, expected in cases:
+    got = split(text)
+    altered += "".join("".join(got).split()) != "".join(text.split())
+    want, have = _ends(expected), _ends(got)
+    hits, found, gold = hits + len(want & have), found + len(have), gold + len(want)
+  precision, recall = hits / max(found, 1), hits / max(gold, 1)
+  f1 = 2 * precision * recall / max(precision + recall, 1e-12)
+  return {"precision": round(precision, 4), "recall": round(recall, 4), "f1": round(f1, 4),
+          "boundaries": gold, "altered": altered}
 
 
 def score(split: Callable[[str], list[str]], rules: list[tuple[str, list[str]]]) -> dict:

@@ -1,5 +1,7 @@
-"""data_gen.corpus.sentences: every registered splitter on hard sentences, the default for real, and
-the one-line errors for an unknown name or a missing library."""
+"""data_gen.corpus.sentences: every registered splitter on hard sentences, the default for real,
+each language's default on its own script (Chinese and Japanese without spaces, German
+abbreviations, Thai left whole), and the one-line errors for an unknown name, a missing library
+or a language a library has no rules for."""
 import configparser
 import importlib.util
 import os
@@ -40,15 +42,34 @@ DEFAULT_HARD = [
 ]
 
 
-def _splitter_or_skip(name):
+# Sentences of each language's own script, as a wiki's paragraph has them (own fixtures):
+# Chinese and Japanese with no space between sentences, a closing quote kept with the sentence
+# it closes; German abbreviations (z. B., Nr. 5, u. a., usw.) inside a sentence.
+LANGUAGES = [
+    ("zh", "他说：“我明天走。”大家都笑了。北京是中国的首都！你去过吗？我去过。",
+     ["他说：“我明天走。”", "大家都笑了。", "北京是中国的首都！", "你去过吗？", "我去过。"]),
+    ("ja", "「行こう。」彼は言った。東京は日本の首都です！行ったことがありますか？はい。",
+     ["「行こう。」", "彼は言った。", "東京は日本の首都です！", "行ったことがありますか？",
+      "はい。"]),
+    ("de", "Das ist z. B. ein Satz. Er wohnt in Nr. 5 der Straße. Es gibt u. a. Äpfel, Birnen "
+     "usw. und Pflaumen. Und noch einer.",
+     ["Das ist z. B. ein Satz.", "Er wohnt in Nr. 5 der Straße.",
+      "Es gibt u. a. Äpfel, Birnen usw. und Pflaumen.", "Und noch einer."]),
+]
+THAI = "ประเทศไทยมีประชากรมาก กรุงเทพมหานครเป็นเมืองหลวง อากาศร้อนเกือบทั้งปี"
+
+
+def _splitter_or_skip(name, language="en"):
   """The built splitter; a test of one whose library is absent skips, saying which."""
-  package = sentences._SPLITTERS[name][0]  # pylint: disable=protected-access
-  if importlib.util.find_spec(package) is None:
-    pytest.skip(f"{package} is not installed (pip install {package})")
-  return sentences.get_splitter(name)
+  registry = sentences._SPLITTERS  # pylint: disable=protected-access
+  module, package, _ = registry[sentences.resolve(name, language)]
+  if module and importlib.util.find_spec(module) is None:
+    pytest.skip(f"{module} is not installed (pip install {package})")
+  return sentences.get_splitter(name, language)
 
 
-@pytest.mark.parametrize("name", sentences.NAMES)
+# "paragraph" splits nothing by design (a language without sentence punctuation).
+@pytest.mark.parametrize("name", [n for n in sentences.NAMES if n != "paragraph"])
 def test_every_splitter_on_hard_sentences(name):
   split = _splitter_or_skip(name)
   for text, expected in HARD:
@@ -63,19 +84,43 @@ def test_the_default_is_installed_and_splits_the_hardest():
     assert split(text) == expected, text
 
 
-def test_the_defaults_library_is_an_install_requirement():
-  # A user's `pip install` brings the default, so prepare_corpus runs without an extra.
+@pytest.mark.parametrize("language, text, expected", LANGUAGES)
+def test_each_languages_default_splits_its_own_script(language, text, expected):
+  assert sentences.get_splitter(sentences.DEFAULT, language)(text) == expected
+
+
+def test_english_keeps_nupunkt_and_a_subtag_takes_its_languages_default():
+  assert sentences.default_splitter("en") == "nupunkt"
+  assert sentences.default_splitter("zh-yue") == sentences.default_splitter("zh") == "punkt"
+
+
+def test_thai_keeps_one_paragraph_a_line():
+  # No sentence punctuation: its spaces part phrases, so the paragraph stays whole.
+  assert sentences.default_splitter("th") == "paragraph"
+  assert sentences.get_splitter(sentences.DEFAULT, "th")(f"  {THAI} ") == [THAI]
+
+
+def test_the_defaults_libraries_are_install_requirements():
+  # A user's `pip install` brings every language's default, so prepare_corpus runs without an
+  # extra whatever the language.
   parser = configparser.ConfigParser()
   parser.read(os.path.join(os.path.dirname(os.path.dirname(__file__)), "setup.cfg"))
   required = [re.split(r"[=<>~!\[ ]", line.strip())[0]
               for line in parser["options"]["install_requires"].splitlines() if line.strip()]
-  package = sentences._SPLITTERS[sentences.DEFAULT][0]  # pylint: disable=protected-access
-  assert package in required
+  registry = sentences._SPLITTERS  # pylint: disable=protected-access
+  for language in ("en", "zh", "ja", "de", "fr", "ar", "sw"):
+    assert registry[sentences.default_splitter(language)][1] in required, language
 
 
 def test_an_unknown_name_names_the_value_and_the_choices():
-  with pytest.raises(errors.DataError, match="'punkt'.*blingfire, syntok, pysbd"):
-    sentences.get_splitter("punkt")
+  with pytest.raises(errors.DataError, match="'regex'.*auto, blingfire, syntok, pysbd"):
+    sentences.get_splitter("regex")
+
+
+def test_a_language_without_the_librarys_rules_is_named():
+  _splitter_or_skip("pysbd")
+  with pytest.raises(errors.DataError, match="'pysbd' has no rules for language 'th'"):
+    sentences.get_splitter("pysbd", "th")
 
 
 def test_a_missing_library_names_the_package_to_install(monkeypatch):

