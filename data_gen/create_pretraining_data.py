@@ -26,6 +26,7 @@ from absl import flags
 from bert_tf.common import errors
 from bert_tf.common import files
 from bert_tf.common import output_lock
+from data_gen.jobs import languages
 from data_gen.jobs import launch
 from data_gen.jobs import outputs
 from data_gen.pretraining_data.config import PretrainingDataConfig
@@ -34,7 +35,8 @@ from data_gen.pretraining_data.config import PretrainingDataConfig
 # by the tokenizer and the writer, in main) would cost each of them ~800 MB.
 
 flags.DEFINE_string("input_file", None,
-                    "Input raw text file (or comma-separated list of files, globs allowed).")
+                    "Input raw text file (or comma-separated list of files, globs allowed); "
+                    "by language: en:corpus/en/*,de:corpus/de/* (see --language_smoothing).")
 flags.DEFINE_string("output_file", None,
                     "Output TF example file (or comma-separated list of files).")
 flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")
@@ -61,6 +63,10 @@ flags.DEFINE_bool("dynamic_masking", False,
                   "Write the sentence pairs unmasked, for run_pretraining --dynamic_masking, "
                   "which draws the masks afresh each time it reads a record (the masking "
                   "flags then go to run_pretraining).")
+flags.DEFINE_float("language_smoothing", 1.0,
+                   "For an --input_file by language: each language's share of the sentences "
+                   "raised to this power and renormalized (multilingual BERT: 0.7); languages "
+                   "then sub-sampled or repeated to those shares. 1: the corpus's own shares.")
 flags.DEFINE_integer("num_workers", None, "Worker processes (default: all cores).")
 flags.DEFINE_integer("num_output_shards", None,
                      "Write this many shards <output_file>-0000i-of-0000N (one --output_file), "
@@ -82,21 +88,37 @@ def _config() -> PretrainingDataConfig:
       random_seed=FLAGS.random_seed, dupe_factor=FLAGS.dupe_factor,
       masked_lm_prob=FLAGS.masked_lm_prob, short_seq_prob=FLAGS.short_seq_prob,
       do_whole_word_mask=FLAGS.do_whole_word_mask, mask_token_prob=FLAGS.mask_token_prob,
-      random_token_prob=FLAGS.random_token_prob, dynamic_masking=FLAGS.dynamic_masking)
+      random_token_prob=FLAGS.random_token_prob, dynamic_masking=FLAGS.dynamic_masking,
+      language_smoothing=FLAGS.language_smoothing)
 
 
-def _generate(config: PretrainingDataConfig,
+def _input_files(inputs: list[languages.LanguageInput]) -> list[str] | dict[str, list[str]]:
+  """--input_file's files, by language where it names languages; a file in two languages'
+  globs is refused."""
+  if inputs[0].language is None:
+    return files.list_files(inputs[0].patterns)
+  by_language, seen = {}, {}
+  for item in inputs:
+    by_language[item.language] = files.list_files(item.patterns)
+    for path in by_language[item.language]:
+      if path in seen:
+        raise ValueError(f"--input_file: {path} is in both {seen[path]} and {item.language}")
+      seen[path] = item.language
+  return by_language
+
+
+def _generate(config: PretrainingDataConfig, inputs: list[languages.LanguageInput],
               launched: launch.Launch) -> tuple[dict, list[str]]:
   """The job (on Beam or the local workers, as launched): (stats, the shards written)."""
   # pylint: disable=g-import-not-at-top  (see the note above the flags)
   from bert_tf.tokenization import FullTokenizer
   from data_gen.pretraining_data import pipeline
-  input_files = files.list_files(FLAGS.input_file)
+  input_files = _input_files(inputs)
   prefixes = [p.strip() for p in FLAGS.output_file.split(",") if p.strip()]
   output_files = outputs.shard_paths(prefixes, FLAGS.num_output_shards)
   output_lock.check_not_input(
       output_files + [outputs.stats_path(output_files[0])], "--output_file",
-      [("--input_file", p) for p in FLAGS.input_file.split(",")] +
+      [("--input_file", p) for item in inputs for p in item.patterns.split(",")] +
       [("--vocab_file", FLAGS.vocab_file)])
   tokenizer = FullTokenizer(FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
   with output_lock.lock_output_files(prefixes):
@@ -112,11 +134,12 @@ def _generate(config: PretrainingDataConfig,
 def main(argv):
   try:
     config = _config()  # bad settings fail here, before TensorFlow loads; and bad Beam options
+    inputs = languages.parse_inputs(FLAGS.input_file)
     launched = launch.start(PROGRAM, FLAGS.runner, FLAGS.num_workers, argv[1:])
   except ValueError as e:
     sys.exit(f"{PROGRAM}: error: {e}")
   with errors.exit_on_user_error(PROGRAM), launched.workers or contextlib.nullcontext():
-    stats, output_files = _generate(config, launched)
+    stats, output_files = _generate(config, inputs, launched)
   from data_gen.pretraining_data import pipeline  # pylint: disable=g-import-not-at-top
   print(pipeline.summary(stats))
   print(f"wrote {len(output_files)} shard(s) ({output_files[0]}"

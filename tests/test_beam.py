@@ -125,6 +125,23 @@ def test_the_shards_are_the_local_paths_byte_for_byte(local_run, tokenizer, corp
 
 
 @pytest.mark.slow
+def test_languages_smoothed_are_the_local_paths_byte_for_byte(tokenizer, corpus, tmp_path):
+  """A corpus by language (the .gz file a language of its own): the same chunks per language,
+  rates, shards and languages' stats as the local path."""
+  by_language = {"en": corpus[:1], "sw": corpus[1:]}
+  config = PretrainingDataConfig(max_seq_length=64, max_predictions_per_seq=10, dupe_factor=1,
+                                 language_smoothing=0.3)
+  local = _shards(str(tmp_path / "local"))
+  local_stats = pipeline.create_pretraining_data(by_language, local, tokenizer, config,
+                                                 num_workers=1, chunk_chars=CHUNK_CHARS)
+  ours = _shards(str(tmp_path / "beam"))
+  stats = _beam(by_language, ours, tokenizer, config, ONE_WORKER)
+  assert _bytes(ours) == _bytes(local)
+  assert stats["languages"] == local_stats["languages"]
+  assert stats["languages"]["en"]["rate"] != 1 and stats["input_files"] == corpus
+
+
+@pytest.mark.slow
 def test_a_round_robin_over_several_output_files_and_a_rerun_replace_their_files(
     tokenizer, corpus, tmp_path):
   """The original's --output_file=a,b: records dealt over the files given; a re-run after a

@@ -23,6 +23,7 @@ import tensorflow as tf
 
 from bert_tf.tokenization import FullTokenizer
 from data_gen import sample_corpus
+from data_gen.jobs import languages
 from data_gen.jobs.outputs import shard_paths
 from data_gen.jobs.workers import start_workers
 from data_gen.pretraining_data import documents, instances, masking, pipeline
@@ -631,6 +632,15 @@ BAD_INPUT = [
      "files, e.g. '{tmp}/*'"),
     # An OS error is one line naming the path, not a traceback.
     ("--output_file={tmp}/c.txt/o.tfrecord", "create_pretraining_data: error: "),
+    # Languages: a prefix that is no language, one given twice, a smoothing out of (0, 1].
+    ("--input_file=english:{tmp}/c.txt", "create_pretraining_data: error: --input_file: "
+     "'english' (in 'english:{tmp}/c.txt') is not a language code"),
+    ("--input_file=de:{tmp}/c.txt,DE:{tmp}/c.txt", "create_pretraining_data: error: "
+     "--input_file: language 'DE' given twice (as 'de' too)"),
+    ("--language_smoothing=1.5", "create_pretraining_data: error: --language_smoothing=1.5: "
+     "must be in (0, 1]"),
+    ("--input_file=en:{tmp}/c.txt,de:{tmp}/*.txt", "create_pretraining_data: error: "
+     "--input_file: {tmp}/c.txt is in both en and de"),
 ]
 
 
@@ -647,6 +657,14 @@ def cli_runs(tmp_path_factory, corpus) -> dict:
       f"--input_file={small.parent}/small*.txt",
       f"--output_file={small.parent / 'out' / 'pretrain.tfrecord'}", f"--vocab_file={VOCAB}",
       "--max_seq_length=64", "--dupe_factor=2", "--num_output_shards=2", "--num_workers=2"]
+  folder = tmp_path_factory.mktemp("languages")
+  for language, docs in (("en", corpus[1][:6]), ("sw", corpus[1][6:7])):
+    (folder / f"{language}.txt").write_text("".join("\n".join(d) + "\n\n" for d in docs),
+                                            encoding="utf-8")
+  runs["languages"] = folder, [
+      f"--input_file=en:{folder}/en.txt,sw:{folder}/sw*.txt",
+      f"--output_file={folder / 'pretrain.tfrecord'}", f"--vocab_file={VOCAB}",
+      "--max_seq_length=64", "--dupe_factor=2", "--language_smoothing=0.7", "--num_workers=1"]
   small = tmp_path_factory.mktemp("shards") / "small.txt"
   small.write_text("".join("\n".join(d) + "\n\n" for d in corpus[1][:2]), encoding="utf-8")
   for i, shards in enumerate(("2", "2", "3", "1")):
@@ -685,6 +703,21 @@ def test_cli_writes_shards_stats_and_a_summary(cli_runs):
   total = sum(os.path.getsize(p) for p in tmp_path.glob("small*.txt")) / 1e6
   assert re.search(rf"[\d,]+ documents, [\d,]+ instances, {total:.1f}/{total:.1f} MB, "
                    r"[\d.,e+-]+ MB/s, 0 s left", result.stderr), result.stderr
+
+
+@pytest.mark.slow
+def test_cli_samples_languages_smoothed(cli_runs):
+  folder, result = cli_runs["languages"]
+  assert result.returncode == 0, result.stderr
+  stats = json.loads((folder / "pretrain.stats.json").read_text())
+  assert list(stats["languages"]) == ["en", "sw"]
+  en, sw = stats["languages"]["en"], stats["languages"]["sw"]
+  assert en["sampled_share"] / sw["sampled_share"] == pytest.approx(
+      (en["raw_share"] / sw["raw_share"]) ** 0.7)
+  small = min(en, sw, key=lambda language: language["raw_share"])
+  assert small["sampled_share"] > small["raw_share"] and small["rate"] > 1
+  assert en["instances"] + sw["instances"] == stats["instances"]
+  assert "languages (share of sentences -> sampled): en " in result.stdout
 
 
 @pytest.mark.slow
@@ -755,6 +788,121 @@ def test_cli_bad_input_exits_non_zero_naming_the_problem(cli_runs, flag, message
   assert message.format(tmp=tmp_path) in result.stderr
   assert "Traceback" not in result.stderr
   assert not (tmp_path / "o.tfrecord").exists()
+
+
+# ------------------------------------------------------------------ languages, smoothed
+
+def test_smoothed_shares_are_p_to_the_s_renormalized():
+  """multilingual.md's example: 1000x more English than Icelandic is sampled ~126x more at
+  S=0.7 (1000^0.7); the totals stay the corpus's (rate x raw share sums to 1)."""
+  shares = languages.smoothed_shares({"en": 1000, "is": 1}, 0.7)
+  assert shares["en"]["sampled_share"] / shares["is"]["sampled_share"] == pytest.approx(
+      1000 ** 0.7) == pytest.approx(125.9, abs=0.1)
+  assert shares["en"]["raw_share"] == pytest.approx(1000 / 1001)
+  assert shares["en"]["rate"] < 1 < shares["is"]["rate"] == pytest.approx(7.89, abs=0.01)
+  three = languages.smoothed_shares({"en": 600, "de": 300, "sw": 100}, 0.5)
+  weights = {"en": 6 ** 0.5, "de": 3 ** 0.5, "sw": 1}
+  for language, share in three.items():
+    assert share["sampled_share"] == pytest.approx(weights[language] / sum(weights.values()))
+    assert share["rate"] * share["raw_share"] == pytest.approx(share["sampled_share"])
+  same = languages.smoothed_shares({"en": 600, "de": 300}, 1.0)
+  assert all(s["rate"] == pytest.approx(1) for s in same.values())
+
+
+def test_input_file_by_language():
+  assert languages.parse_inputs("corpus/*.txt,gs://b/x*") == [
+      languages.LanguageInput(None, "corpus/*.txt,gs://b/x*")]
+  assert languages.parse_inputs("en:a/*,zh-Hans:b/*, en:gs://c/*,simple:d") == [
+      languages.LanguageInput("en", "a/*,gs://c/*"), languages.LanguageInput("zh-Hans", "b/*"),
+      languages.LanguageInput("simple", "d")]
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("english:a/*", "--input_file: 'english' (in 'english:a/*') is not a language code"),
+    ("en:a/*,EN:b/*", "--input_file: language 'EN' given twice (as 'en' too)"),
+    ("en:a/*,b/*", "--input_file: 'b/*' has no language prefix while others have one"),
+])
+def test_bad_languages_are_named(spec, message):
+  with pytest.raises(ValueError, match="^" + re.escape(message)):
+    languages.parse_inputs(spec)
+
+
+@pytest.mark.parametrize("smoothing", [0.0, -0.5, 1.5])
+def test_language_smoothing_outside_0_1_is_refused(smoothing):
+  with pytest.raises(ValueError, match=re.escape(f"--language_smoothing={smoothing}: must be "
+                                                 "in (0, 1]")):
+    PretrainingDataConfig(language_smoothing=smoothing)
+
+
+@pytest.fixture(scope="module")
+def by_language(tmp_path_factory, corpus):
+  """Two "languages" of the corpus's prose, ~12:1 in sentences."""
+  folder = tmp_path_factory.mktemp("languages")
+  docs = corpus[1]
+  (folder / "en.txt").write_text("".join("\n".join(d) + "\n\n" for d in docs[:24]),
+                                 encoding="utf-8")
+  (folder / "sw.txt").write_text("".join("\n".join(d) + "\n\n" for d in docs[24:]),
+                                 encoding="utf-8")
+  return {"en": [str(folder / "en.txt")], "sw": [str(folder / "sw.txt")]}
+
+
+SMOOTHED = PretrainingDataConfig(max_seq_length=SEQ, max_predictions_per_seq=PRED,
+                                 dupe_factor=4, language_smoothing=0.5)
+
+
+@pytest.fixture(scope="module")
+def smoothed_run(tmp_path_factory, tokenizer, by_language):
+  outputs = shard_paths([str(tmp_path_factory.mktemp("smoothed") / "pretrain.tfrecord")], 2)
+  stats = pipeline.create_pretraining_data(by_language, outputs, tokenizer, SMOOTHED, 2,
+                                           chunk_chars=CHUNK_CHARS)
+  return outputs, stats
+
+
+def test_smoothed_languages_stats(smoothed_run, by_language):
+  _, stats = smoothed_run
+  sentences = {language: documents.count_sentences(files)
+               for language, files in by_language.items()}
+  assert 8 < sentences["en"] / sentences["sw"] < 20
+  assert list(stats["languages"]) == ["en", "sw"]
+  total = sum(sentences.values())
+  weights = {language: (n / total) ** 0.5 for language, n in sentences.items()}
+  for language, s in stats["languages"].items():
+    assert s["corpus_sentences"] == sentences[language]
+    assert s["raw_share"] == pytest.approx(sentences[language] / total)
+    assert s["sampled_share"] == pytest.approx(weights[language] / sum(weights.values()))
+    # What the records hold follows the sampled share (whole documents drawn, not sentences).
+    assert s["instance_share"] == pytest.approx(s["sampled_share"], abs=0.03)
+  assert stats["languages"]["sw"]["rate"] > 2 > 1 > stats["languages"]["en"]["rate"]
+  assert sum(s["instances"] for s in stats["languages"].values()) == stats["instances"]
+  assert stats["input_files"] == by_language["en"] + by_language["sw"]
+  assert "languages (share of sentences -> sampled): en 9" in pipeline.summary(stats)
+
+
+def test_smoothed_runs_are_the_same_bytes_whatever_the_workers(smoothed_run, tokenizer,
+                                                               by_language, tmp_path):
+  outputs, _ = smoothed_run
+  one = shard_paths([str(tmp_path / "pretrain.tfrecord")], 2)
+  pipeline.create_pretraining_data(by_language, one, tokenizer, SMOOTHED, 1,
+                                   chunk_chars=CHUNK_CHARS)
+  for ours, theirs in zip(one, outputs):
+    with open(ours, "rb") as f, open(theirs, "rb") as g:
+      assert f.read() == g.read()
+
+
+def test_a_chunk_sub_sampled_and_repeated_by_document(tokenizer, corpus):
+  """rate x dupe_factor passes per document on average; pass p pairs the documents with more
+  than p passes, within themselves."""
+  chunk = documents.tokenize_chunk(tokenizer, corpus[1][:12])
+  passes = instances.document_passes(chunk.num_documents, 2.5, 7, 3)
+  assert set(passes.tolist()) == {2, 3}
+  np.testing.assert_array_equal(passes, instances.document_passes(chunk.num_documents, 2.5, 7, 3))
+  kept = chunk.select(passes > 2)
+  assert kept.num_documents == (passes > 2).sum()
+  first = np.flatnonzero(passes > 2)[0]
+  start, end = chunk.document_starts[first], chunk.document_starts[first + 1]
+  np.testing.assert_array_equal(
+      kept.token_ids[:kept.sentence_starts[end - start]],
+      chunk.token_ids[chunk.sentence_starts[start]:chunk.sentence_starts[end]])
 
 
 # ------------------------------------------------------------------ dynamic masking

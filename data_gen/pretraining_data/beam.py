@@ -19,6 +19,10 @@ worker processes (`pipeline`). The steps (each a parallel map unless said otherw
             one contiguous byte range per chunk, copied (the frames are the bytes
             tf.io.TFRecordWriter writes). Written under temporary names, which the driver
             renames once every shard is complete.
+  Languages (input files by language, `pipeline`'s smoothed sampling): Scan also counts each
+            file's sentences (`documents.count_sentences`, a second read of the file), Plan
+            chunks each language's files apart, as locally, and gives each chunk its
+            language's rate.
   Stats     beside Shards, from every chunk's entry: the totals, to the scratch directory; the
             driver adds the timing and writes the stats file beside the output, as the local
             path does. The counts (and the workers' peak memory) come through the pipeline's
@@ -90,15 +94,21 @@ class FileScan:
   text_path: str
   extents: np.ndarray
   read_stats: documents_lib.ReadStats
+  language: str | None = None
+  sentences: int = 0
 
 
 @dataclasses.dataclass
 class ChunkPlan:
   """A chunk: its index (the seed) and its documents as (text_path, start, end, documents)
-  ranges, one per file it spans; the first chunk's `read_stats`, the whole corpus's."""
+  ranges, one per file it spans; its language and that language's sampling rate; the first
+  chunk's `read_stats`, the whole corpus's, and `sampling`, `pipeline.language_sampling`'s."""
   index: int
   ranges: list[tuple[str, int, int, int]]
   read_stats: documents_lib.ReadStats | None = None
+  language: str | None = None
+  rate: float = 1.0
+  sampling: dict | None = None
 
 
 @dataclasses.dataclass
@@ -110,13 +120,15 @@ class ChunkFile:
   stats: pipeline.JobStats
   peak_rss_bytes: int
   read_stats: documents_lib.ReadStats | None
+  language: str | None = None
+  sampling: dict | None = None
 
 
 # ------------------------------------------------------------------ the steps
 
-def _scan(item: tuple[int, str], scratch: str, chunk_chars: int) -> FileScan:
-  """Scan: the extents of one file's documents."""
-  index, path = item
+def _scan(item: tuple[int, str, str | None], scratch: str, chunk_chars: int) -> FileScan:
+  """Scan: the extents of one file's documents (and its sentences, where it has a language)."""
+  index, path, language = item
   stats = documents_lib.ReadStats()
   with contextlib.ExitStack() as stack:
     text_path, copy = path, None
@@ -127,12 +139,20 @@ def _scan(item: tuple[int, str], scratch: str, chunk_chars: int) -> FileScan:
     flat = np.fromiter(itertools.chain.from_iterable(extents), np.int64).reshape(-1, 3)
   Metrics.counter(NAMESPACE, "files").inc()
   Metrics.counter(NAMESPACE, "lines").inc(stats.lines)
-  return FileScan(index=index, text_path=text_path, extents=flat, read_stats=stats)
+  sentences = 0 if language is None else documents_lib.count_sentences([path])
+  return FileScan(index=index, text_path=text_path, extents=flat, read_stats=stats,
+                  language=language, sentences=sentences)
 
 
-def _plan(scans: list[FileScan], chunk_chars: int):
+def _plan(scans: list[FileScan], chunk_chars: int, smoothing: float):
   """Plan: the local path's chunks of the whole corpus, as byte ranges."""
   scans = sorted(scans, key=lambda s: s.index)
+  by_language = {}  # in the order of the files, which the languages' order gave
+  for scan in scans:
+    by_language.setdefault(scan.language, []).append(scan)
+  sampling = None if None in by_language else pipeline.language_sampling(
+      {language: sum(s.sentences for s in group) for language, group in by_language.items()},
+      smoothing)
   read = documents_lib.ReadStats()
   for scan in scans:
     read.files += scan.read_stats.files
@@ -141,14 +161,19 @@ def _plan(scans: list[FileScan], chunk_chars: int):
     read.invalid_utf8_lines += scan.read_stats.invalid_utf8_lines
     read.invalid_utf8_examples += scan.read_stats.invalid_utf8_examples
   del read.invalid_utf8_examples[documents_lib.MAX_REPORTED_LINES:]
-  extents = ((scan.text_path, *row) for scan in scans for row in scan.extents.tolist())
-  for index, chunk in enumerate(documents_lib.chunk_documents(extents, chunk_chars,
-                                                             size=lambda e: e[3])):
-    ranges = []
-    for text_path, group in itertools.groupby(chunk, key=lambda e: e[0]):
-      group = list(group)
-      ranges.append((text_path, group[0][1], group[-1][2], len(group)))
-    yield ChunkPlan(index=index, ranges=ranges, read_stats=read if index == 0 else None)
+  index = 0
+  for language, group in by_language.items():
+    extents = ((scan.text_path, *row) for scan in group for row in scan.extents.tolist())
+    for chunk in documents_lib.chunk_documents(extents, chunk_chars, size=lambda e: e[3]):
+      ranges = []
+      for text_path, part in itertools.groupby(chunk, key=lambda e: e[0]):
+        part = list(part)
+        ranges.append((text_path, part[0][1], part[-1][2], len(part)))
+      yield ChunkPlan(index=index, ranges=ranges, read_stats=read if index == 0 else None,
+                      language=language,
+                      rate=1.0 if sampling is None else sampling[language]["rate"],
+                      sampling=sampling if index == 0 else None)
+      index += 1
 
 
 def _masked_crc(data: bytes) -> int:
@@ -221,7 +246,8 @@ class _Records(beam.DoFn):
     path = None
     if chunk.num_documents:
       records = instances_lib.chunk_records(chunk, plan.index, self.config, self.vocab,
-                                            os.path.join(self.local, f"chunk-{plan.index}"))
+                                            os.path.join(self.local, f"chunk-{plan.index}"),
+                                            plan.rate)
       stats.add(records)
       path = FileSystems.join(self.scratch, f"chunk-{plan.index:08d}")
       _write_groups(records, self.num_shards, path)
@@ -233,7 +259,8 @@ class _Records(beam.DoFn):
     # ru_maxrss: KiB on Linux.
     yield ChunkFile(index=plan.index, path=path, stats=stats,
                     peak_rss_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-                    read_stats=plan.read_stats)
+                    read_stats=plan.read_stats, language=plan.language,
+                    sampling=plan.sampling)
 
 
 def _check_text(chunks: list[ChunkFile], input_files: list[str]) -> None:
@@ -280,25 +307,37 @@ def _write_stats(chunks: list[ChunkFile], input_files: list[str], output_files: 
   _check_text(chunks, input_files)
   totals = pipeline.JobStats()
   for chunk in chunks:
-    for field in dataclasses.fields(totals):
-      setattr(totals, field.name, getattr(totals, field.name) + getattr(chunk.stats, field.name))
-  read = next(c.read_stats for c in chunks if c.read_stats is not None)
-  beam_files.write_json(path, {
-      **dataclasses.asdict(totals), **dataclasses.asdict(read),
+    _add(totals, chunk.stats)
+  first = next(c for c in chunks if c.read_stats is not None)
+  stats = {
+      **dataclasses.asdict(totals), **dataclasses.asdict(first.read_stats),
       "output_files": {p: sum(n for *_, n in _shard_groups(s, chunks, len(output_files)))
                        for s, p in enumerate(output_files)},
-      "worker_peak_rss_bytes": max(c.peak_rss_bytes for c in chunks)})
+      "worker_peak_rss_bytes": max(c.peak_rss_bytes for c in chunks)}
+  if first.sampling is not None:
+    by_language = {language: pipeline.JobStats() for language in first.sampling}
+    for chunk in chunks:
+      _add(by_language[chunk.language], chunk.stats)
+    stats["languages"] = pipeline.language_summary(first.sampling, by_language)
+  beam_files.write_json(path, stats)
+
+
+def _add(totals: pipeline.JobStats, counts: pipeline.JobStats) -> None:
+  for field in dataclasses.fields(totals):
+    setattr(totals, field.name, getattr(totals, field.name) + getattr(counts, field.name))
 
 
 # ------------------------------------------------------------------ the job
 
-def _build(p: beam.Pipeline, input_files: list[str], output_files: list[str], tokenizer,
+def _build(p: beam.Pipeline, by_language: dict[str, list[str]], input_files: list[str],
+           output_files: list[str], tokenizer,
            config: PretrainingDataConfig, chunk_chars: int, scratch: str, suffix: str) -> None:
-  scans = (p | "Files" >> beam.Create(list(enumerate(input_files)))
+  files = [(path, language) for language, paths in by_language.items() for path in paths]
+  scans = (p | "Files" >> beam.Create([(i, *file) for i, file in enumerate(files)])
            | "Scan" >> beam.Map(_scan, scratch, chunk_chars))
   chunks = (scans
             | "Scans" >> beam_options.Gather()
-            | "Plan" >> beam.FlatMap(_plan, chunk_chars)
+            | "Plan" >> beam.FlatMap(_plan, chunk_chars, config.language_smoothing)
             | "Spread" >> beam_options.Spread(beam_options.spread_partitions(p.options),
                                               key=operator.attrgetter("index"))
             | "Records" >> beam.ParDo(_Records(tokenizer.vocab_file, tokenizer.do_lower_case,
@@ -316,7 +355,7 @@ def _build(p: beam.Pipeline, input_files: list[str], output_files: list[str], to
   _ = (shards, stats) | "Done" >> beam.Flatten()
 
 
-def create_pretraining_data(input_files: list[str],
+def create_pretraining_data(input_files: list[str] | dict[str, list[str]],
                             output_files: list[str],
                             tokenizer: FullTokenizer,
                             config: PretrainingDataConfig,
@@ -338,6 +377,8 @@ def create_pretraining_data(input_files: list[str],
   Raises:
     ValueError: the corpus empty or not text, naming it.
   """
+  by_language = pipeline.files_by_language(input_files)
+  input_files = [path for paths in by_language.values() for path in paths]
   files = beam_files.files_for(output_files[0])
   outputs.check_no_other_shards(output_files, files)
   outputs.remove_leftovers(output_files, files)
@@ -348,7 +389,7 @@ def create_pretraining_data(input_files: list[str],
   start = time.monotonic()
   try:
     p = beam.Pipeline(options=options)  # (the runner checks its options here)
-    _build(p, input_files, output_files, tokenizer, config, chunk_chars, scratch, suffix)
+    _build(p, by_language, input_files, output_files, tokenizer, config, chunk_chars, scratch, suffix)
     beam_options.run(p)
     stats = beam_files.read_json(FileSystems.join(scratch, "stats.json"))
     # All or none, as the local path: no shard under its name before every one is complete.
@@ -361,6 +402,6 @@ def create_pretraining_data(input_files: list[str],
            "unk_rate": stats["unk_tokens"] / max(stats["tokens"], 1),
            "num_workers": beam_options.num_workers(options),
            "runner": beam_options.runner(options), "chunk_chars": chunk_chars,
-           "config": config.to_dict(), "input_files": list(input_files)}
+           "config": config.to_dict(), "input_files": input_files}
   beam_files.write_json(outputs.stats_path(output_files[0]), stats)
   return stats

@@ -2,6 +2,7 @@
 import dataclasses
 
 from bert_tf.common import json_config
+from data_gen.jobs import languages
 from tfrecords.masked_lm import MaskingRules
 
 
@@ -20,6 +21,9 @@ class PretrainingDataConfig(json_config.JsonConfig):
   dynamic_masking: write the pairs unmasked (`tfrecords.schema.unmasked_pretraining_features`),
   for run_pretraining --dynamic_masking to mask as it reads them; the masking fields then
   belong to that run, not to this job.
+
+  language_smoothing: S of multilingual.md's smoothed sampling, for a corpus given by language
+  (`jobs.languages`); 1 keeps the corpus's shares.
   """
   max_seq_length: int = 128
   max_predictions_per_seq: int = 20
@@ -31,6 +35,7 @@ class PretrainingDataConfig(json_config.JsonConfig):
   mask_token_prob: float = 0.8
   random_token_prob: float = 0.1
   dynamic_masking: bool = False
+  language_smoothing: float = 1.0
 
   def __post_init__(self):
     """Raises ValueError naming the offending flag."""
@@ -44,6 +49,7 @@ class PretrainingDataConfig(json_config.JsonConfig):
       raise ValueError(f"--dupe_factor={self.dupe_factor}: must be >= 1")
     if not 0 <= self.short_seq_prob <= 1:
       raise ValueError(f"--short_seq_prob={self.short_seq_prob}: must be in [0, 1]")
+    languages.check_smoothing(self.language_smoothing)
     self.masking_rules()  # Their checks.
 
   def masking_rules(self) -> MaskingRules:

@@ -130,6 +130,12 @@ def read_documents(files: list[str], stats: ReadStats,
       yield document
 
 
+def count_sentences(files: list[str]) -> int:
+  """The sentences (non-blank lines) of `files`: a language's size, whose shares the smoothed
+  sampling weighs (see `pipeline`)."""
+  return sum(len(document) for document in read_documents(files, ReadStats()))
+
+
 def document_extents(path: str, stats: ReadStats, max_document_chars: int = CHUNK_CHARS,
                      copy: BinaryIO | None = None) -> Iterator[tuple[int, int, int]]:
   """(start, end, characters) of each document of `path`, as `read_documents` cuts them; with

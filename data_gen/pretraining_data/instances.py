@@ -48,6 +48,18 @@ class TokenizedChunk:
   def num_sentences(self) -> int:
     return len(self.sentence_starts) - 1
 
+  def select(self, kept: np.ndarray) -> "TokenizedChunk":
+    """The chunk of the documents where `kept` ([documents] bool) is True, in order."""
+    documents = np.flatnonzero(kept)
+    first, last = self.document_starts[documents], self.document_starts[documents + 1]
+    sentences = np.concatenate([np.arange(f, l) for f, l in zip(first, last)])
+    tokens = [self.token_ids[self.sentence_starts[f]:self.sentence_starts[l]]
+              for f, l in zip(first, last)]
+    lengths = np.diff(self.sentence_starts)[sentences]
+    return TokenizedChunk(token_ids=np.concatenate(tokens),
+                          sentence_starts=np.concatenate([[0], np.cumsum(lengths)]),
+                          document_starts=np.concatenate([[0], np.cumsum(last - first)]))
+
 
 @dataclasses.dataclass
 class InstanceBatch:
@@ -239,20 +251,44 @@ class ChunkRecords:
         yield os.pread(f.fileno(), int(self.lengths[i]), int(offsets[i]))
 
 
+# The spawn key of a chunk's sampling draws (`document_passes`): no dupe pass's (its pass
+# number) can be this.
+SAMPLING_KEY = 1 << 31
+
+
+def document_passes(num_documents: int, copies: float, random_seed: int,
+                    chunk_index: int) -> np.ndarray:
+  """[documents] how many passes each document of a chunk takes part in: `copies` on average
+  (dupe_factor x its language's sampling rate), floor(copies), or one more with probability
+  frac(copies), drawn from (random_seed, chunk_index) alone."""
+  whole, fraction = divmod(copies, 1.0)
+  rng = np.random.default_rng(np.random.SeedSequence([random_seed, chunk_index],
+                                                     spawn_key=(SAMPLING_KEY,)))
+  return int(whole) + (rng.random(num_documents) < fraction)
+
+
 def chunk_records(chunk: TokenizedChunk, chunk_index: int, config: PretrainingDataConfig,
-                  vocab: masking.VocabInfo, path: str) -> ChunkRecords:
+                  vocab: masking.VocabInfo, path: str, rate: float = 1.0) -> ChunkRecords:
   """The worker processes' unit of work: all dupe_factor passes over a chunk, serialized to
   the file `path` and shuffled together (seeded by (random_seed, chunk_index)), as the original
   shuffles all its instances.
+
+  rate: the chunk's language's sampling rate (`jobs.languages.smoothed_shares`); other than 1,
+  each document takes part in dupe_factor x rate passes on average (`document_passes`), pass p
+  pairing the documents with more than p among themselves: a rate under 1 sub-samples the
+  documents, over 1 repeats them, with masks and pairs of their own in each pass.
 
   Each pass goes to the file as soon as it is made, and the records come back to the main
   process as a file rather than pickled through a pipe: neither process ever holds a whole
   chunk's records (~25 MB) in memory.
   """
   lengths, stats = [], dict(instance_tokens=0, masked_tokens=0, random_next=0)
+  passes = None if rate == 1.0 else document_passes(
+      chunk.num_documents, config.dupe_factor * rate, config.random_seed, chunk_index)
   with open(path, "wb") as f:
-    for dupe_pass in range(config.dupe_factor):
-      batch = pass_instances(chunk, chunk_index, dupe_pass, config, vocab)
+    for dupe_pass in range(config.dupe_factor if passes is None else passes.max(initial=0)):
+      part = chunk if passes is None else chunk.select(passes > dupe_pass)
+      batch = pass_instances(part, chunk_index, dupe_pass, config, vocab)
       records = example_encoder.encode(batch.record_columns())
       f.writelines(records)
       lengths += map(len, records)

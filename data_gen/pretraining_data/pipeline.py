@@ -15,6 +15,18 @@ written under a temporary name and renamed once complete; a re-run after a crash
 a killed run left behind and rewrites everything, identically. The workers' record files go
 to a hidden scratch directory beside the first shard (`outputs.scratch_dir`), on the output's
 disk.
+
+Several languages (`input_files` by language, `--input_file=en:corpus/en/*,de:corpus/de/*`):
+multilingual.md's smoothed sampling (`jobs.languages`). A language's share counts its
+sentences (non-blank lines, one pass over its files before the job): the corpus format's unit,
+which says about as much in any language, where characters do not (a Chinese character is
+about a word, an English letter a fifth of one) nor UTF-8 bytes (two a Cyrillic letter, three a
+CJK character); tokens would depend on the vocab and cost a tokenizing pass before any
+sampling; documents range from a bot's one-line stub to a book. The languages' files are read
+one language after another, and no chunk spans two (a random next sentence stays in its
+language); each chunk's documents take part in dupe_factor x rate passes on average
+(`instances.chunk_records`), drawn from (random_seed, chunk index): deterministic as above.
+The stats give each language's raw and sampled shares, its rate and its counts.
 """
 import collections
 import concurrent.futures
@@ -28,6 +40,7 @@ import time
 import tensorflow as tf
 
 from bert_tf.common import progress
+from data_gen.jobs import languages as languages_lib
 from data_gen.jobs import outputs
 from data_gen.jobs import workers as workers_lib
 from data_gen.pretraining_data import documents as documents_lib
@@ -88,7 +101,20 @@ class _Progress:
             file=sys.stderr, flush=True)
 
 
-def create_pretraining_data(input_files: list[str],
+def files_by_language(input_files: list[str] | dict[str, list[str]]) -> dict:
+  """`input_files` as language -> files: a list's language is None."""
+  return input_files if isinstance(input_files, dict) else {None: input_files}
+
+
+def language_sampling(sentences: dict[str, int], smoothing: float) -> dict:
+  """Per language, from its corpus's sentences (`documents.count_sentences`): those, its raw
+  and sampled shares and rate (`jobs.languages.smoothed_shares`)."""
+  shares = languages_lib.smoothed_shares(sentences, smoothing)
+  return {language: {**shares[language], "corpus_sentences": sentences[language]}
+          for language in sentences}
+
+
+def create_pretraining_data(input_files: list[str] | dict[str, list[str]],
                             output_files: list[str],
                             tokenizer,
                             config: PretrainingDataConfig,
@@ -99,7 +125,8 @@ def create_pretraining_data(input_files: list[str],
   """Writes the pretraining records of `input_files` round-robin to `output_files`.
 
   Args:
-    input_files: text files (see `documents`), in order.
+    input_files: text files (see `documents`), in order; or by language (language -> files),
+      sampled as config.language_smoothing says (see the module doc).
     output_files: the shards, all written (see `outputs.shard_paths`).
     tokenizer: a `bert_tf.tokenization.FullTokenizer`.
     config: the job's settings.
@@ -116,6 +143,11 @@ def create_pretraining_data(input_files: list[str],
   Raises:
     ValueError: the corpus holds no document, or an output file is not local.
   """
+  by_language = files_by_language(input_files)
+  input_files = [path for files in by_language.values() for path in files]
+  sampling = None if None in by_language else language_sampling(
+      {language: documents_lib.count_sentences(files) for language, files in by_language.items()},
+      config.language_smoothing)
   # The scratch, the stats and the check for other shards are local file operations, which
   # would take gs://bucket/x for a local folder "gs:".
   remote = [p for p in output_files if "://" in p]
@@ -125,6 +157,7 @@ def create_pretraining_data(input_files: list[str],
   outputs.check_no_other_shards(output_files)
   vocab = VocabInfo.from_tokenizer(tokenizer)
   read_stats, stats = documents_lib.ReadStats(), JobStats()
+  language_stats = {language: JobStats() for language in by_language}
   status = _Progress(progress_seconds, input_files)
   outputs.remove_leftovers(output_files)
 
@@ -141,29 +174,33 @@ def create_pretraining_data(input_files: list[str],
     stack.callback(pool.shutdown, wait=True, cancel_futures=True)
     shards = [stack.enter_context(writer_lib.AtomicRecordWriter(p)) for p in output_files]
 
-    def write(chunk: instances_lib.ChunkRecords) -> None:
+    def write(language: str | None, chunk: instances_lib.ChunkRecords) -> None:
       """Deals the chunk's records round-robin, continuing where the last chunk stopped."""
       for i, record in enumerate(chunk.records(), start=stats.instances):
         shards[i % len(shards)].write(record)
       os.remove(chunk.path)
       stats.add(chunk)
+      language_stats[language].add(chunk)
       status.update(stats, read_stats)
 
     in_flight = collections.deque()
-    corpus = documents_lib.read_documents(input_files, read_stats, chunk_chars)
-    for index, docs in enumerate(documents_lib.chunk_documents(corpus, chunk_chars)):
-      chunk = documents_lib.tokenize_chunk(tokenizer, docs)
-      stats.documents += chunk.num_documents
-      stats.sentences += chunk.num_sentences
-      stats.tokens += len(chunk.token_ids)
-      stats.unk_tokens += int((chunk.token_ids == tokenizer.unk_id).sum())
+    for language, index, chunk in _chunks(by_language, tokenizer, read_stats, chunk_chars):
+      for counts in (stats, language_stats[language]):
+        counts.documents += chunk.num_documents
+        counts.sentences += chunk.num_sentences
+        counts.tokens += len(chunk.token_ids)
+        counts.unk_tokens += int((chunk.token_ids == tokenizer.unk_id).sum())
       if chunk.num_documents:
-        in_flight.append(pool.submit(instances_lib.chunk_records, chunk, index, config, vocab,
-                                     os.path.join(spill_dir, f"chunk-{index}")))
+        rate = 1.0 if sampling is None else sampling[language]["rate"]
+        in_flight.append((language, pool.submit(
+            instances_lib.chunk_records, chunk, index, config, vocab,
+            os.path.join(spill_dir, f"chunk-{index}"), rate)))
       if len(in_flight) >= 2 * num_workers:
-        write(_chunk_result(in_flight.popleft(), spill_dir))
+        language, future = in_flight.popleft()
+        write(language, _chunk_result(future, spill_dir))
     while in_flight:
-      write(_chunk_result(in_flight.popleft(), spill_dir))
+      language, future = in_flight.popleft()
+      write(language, _chunk_result(future, spill_dir))
     if not stats.documents:
       raise ValueError(f"no text in {', '.join(input_files)}: the corpus is empty")
   stats.seconds = time.monotonic() - status.start
@@ -179,8 +216,33 @@ def create_pretraining_data(input_files: list[str],
       "input_files": list(input_files),
       "output_files": {s.path: s.count for s in shards},
   }
+  if sampling is not None:
+    result["languages"] = language_summary(sampling, language_stats)
   outputs.write_json(outputs.stats_path(output_files[0]), result)
   return result
+
+
+def _chunks(by_language: dict, tokenizer, read_stats: documents_lib.ReadStats,
+            chunk_chars: int):
+  """(language, index, tokenized chunk) of the corpus, one language after another, no chunk
+  spanning two; the index counts on across languages."""
+  index = 0
+  for language, files in by_language.items():
+    corpus = documents_lib.read_documents(files, read_stats, chunk_chars)
+    for docs in documents_lib.chunk_documents(corpus, chunk_chars):
+      yield language, index, documents_lib.tokenize_chunk(tokenizer, docs)
+      index += 1
+
+
+def language_summary(sampling: dict, language_stats: dict[str, JobStats]) -> dict:
+  """The stats' "languages": per language, `language_sampling`'s shares and rate, its counts,
+  and instance_share, the share of the instances it got."""
+  instances = sum(s.instances for s in language_stats.values())
+  return {language: {**sampling[language],
+                     **{k: v for k, v in dataclasses.asdict(counts).items() if k != "seconds"},
+                     "unk_rate": counts.unk_tokens / max(counts.tokens, 1),
+                     "instance_share": counts.instances / max(instances, 1)}
+          for language, counts in language_stats.items()}
 
 
 # More [UNK] than this share of the tokens is warned about: English prose with a matching
@@ -210,6 +272,10 @@ def summary(stats: dict) -> str:
       f"{workers}, "
       f"{len(stats['output_files'])} shards",
   ]
+  if stats.get("languages"):
+    lines.append("languages (share of sentences -> sampled): " + ", ".join(
+        f"{language} {s['raw_share']:.1%} -> {s['sampled_share']:.1%}"
+        for language, s in stats["languages"].items()))
   if stats["unk_rate"] > HIGH_UNK_RATE:
     lines.append(f"WARNING: {stats['unk_tokens']:,} tokens ({stats['unk_rate']:.1%}, over "
                  f"{HIGH_UNK_RATE:.0%}) are [UNK]: is the vocab the corpus's language and "
