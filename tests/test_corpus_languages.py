@@ -59,6 +59,22 @@ def _dump(folder, name, siteinfo, pages, compress=False) -> str:
   return path
 
 
+def _multistream(folder, siteinfo, pages) -> str:
+  """`_dump`'s dump as a multistream one: its header (the siteinfo) a bz2 stream of its own,
+  which no worker reads, then a stream of the pages; and its index."""
+  with open(_dump(folder, "plain", siteinfo, pages), "rb") as f:
+    xml = f.read()
+  start = xml.index(b"  <page>")
+  streams = [bz2.compress(xml[:start]), bz2.compress(xml[start:])]
+  path = os.path.join(folder, "dewiki-multistream.xml.bz2")
+  with open(path, "wb") as f:
+    f.write(b"".join(streams))
+  with open(os.path.join(folder, "dewiki-multistream-index.txt.bz2"), "wb") as f:
+    f.write(bz2.compress("".join(f"{len(streams[0])}:{page[0]}:{page[1]}\n"
+                                 for page in pages).encode()))
+  return path
+
+
 def _clean(paths, language=None) -> tuple[list[list[str]], pipeline.Wikis]:
   """Each page's sentences as the job's workers make them (in this process), and the run's
   language and names as the job decides them."""
@@ -96,9 +112,11 @@ def test_a_dump_with_its_own_siteinfo_needs_no_flag(tmp_path):
   chinese = _dump(tmp_path, "zhwiki", CHINESE_SITEINFO, [(2, "北京市", BEIJING)])
   assert sources.read_siteinfo(german) == sources.Siteinfo(
       "de", "dewiki", ("Medium", "Datei", "Kategorie"))
-  pages, wikis = _clean([german])
-  assert wikis.config.language == "de" and not wikis.warnings
-  assert " ".join(pages[0]) == " ".join(BERLIN_TEXT)
+  multistream = _multistream(tmp_path, GERMAN_SITEINFO, [(1, "Berlin", BERLIN)])
+  for dump in (german, multistream):
+    pages, wikis = _clean([dump])
+    assert wikis.config.language == "de" and not wikis.warnings
+    assert " ".join(pages[0]) == " ".join(BERLIN_TEXT)
   pages, wikis = _clean([chinese])
   # (Joined: however a splitter cuts Chinese, its sentences make the page's text.)
   assert wikis.config.language == "zh" and ["".join(pages[0])] == BEIJING_TEXT
