@@ -120,6 +120,11 @@ def test_a_dump_with_its_own_siteinfo_needs_no_flag(tmp_path):
   pages, wikis = _clean([chinese])
   # (Joined: however a splitter cuts Chinese, its sentences make the page's text.)
   assert wikis.config.language == "zh" and ["".join(pages[0])] == BEIJING_TEXT
+  # Two languages, no flag: the first dump's, said; each dump's names still its own.
+  pages, wikis = _clean([german, chinese])
+  assert wikis.config.language == "de" and ["".join(pages[1])] == BEIJING_TEXT
+  assert wikis.warnings == ["the dumps' <siteinfo>s name 2 languages (de, zh): the text taken "
+                            "as de; give --language, or one run a language"]
 
 
 def test_language_over_an_english_siteinfo_wins_and_is_logged(tmp_path, caplog):

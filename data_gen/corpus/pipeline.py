@@ -25,6 +25,7 @@ from bert_tf.common import files as files_lib
 from bert_tf.common import progress
 from bert_tf.common.errors import DataError
 from data_gen.corpus import namespaces
+from data_gen.corpus import sentences
 from data_gen.corpus import sources
 from data_gen.corpus import units
 from data_gen.corpus.config import LANGUAGE_CODE, CorpusConfig
@@ -70,8 +71,8 @@ def wikis(input_files: list[str], kinds: dict[str, str], config: CorpusConfig,
   dbname's wiki code), else "en"; and the names each dump's links to files, media and
   categories go by: its <siteinfo>'s, English, the namespace table's for the run's language and
   the dump's own. Warns (logged too) where --language disagrees with a dump's <siteinfo> (the
-  flag wins), and where the table has no row for the language (the <siteinfo>'s and English
-  names still apply)."""
+  flag wins), where dumps of several languages come without it, and where the table has no row
+  for the language (the <siteinfo>'s and English names still apply)."""
   siteinfos = {path: sources.read_siteinfo(path, files)
                for path in input_files if kinds[path] == "wikipedia"}
   own = {path: list(dict.fromkeys(code for code in (info.language,
@@ -80,6 +81,10 @@ def wikis(input_files: list[str], kinds: dict[str, str], config: CorpusConfig,
   language = config.language or next(
       (code for codes in own.values() for code in codes if LANGUAGE_CODE.fullmatch(code)), "en")
   warnings = []
+  spoken = sorted({codes[0] for codes in own.values() if codes})
+  if not config.language and len(spoken) > 1:
+    warnings.append(f"the dumps' <siteinfo>s name {len(spoken)} languages ({', '.join(spoken)}): "
+                    f"the text taken as {language}; give --language, or one run a language")
   for path, codes in own.items():
     if config.language and codes and config.language not in codes:
       warnings.append(f"--language={language} over {path}'s <siteinfo> ({'/'.join(codes)}): "
@@ -136,7 +141,9 @@ class Totals:
   def stats(self, input_files: list[str], kinds: dict[str, str], config: CorpusConfig,
             output_files: dict[str, int], files=sources.LocalFiles) -> dict:
     """The stats file's contents, less the run's timing and workers (the inputs' sizes from
-    `files`, as `sources` reads them)."""
+    `files`, as `sources` reads them). `config` is the run's, its language decided (`wikis`):
+    the splitter it meant is named, and whether its lines are paragraphs, not sentences."""
+    splitter = sentences.resolve(config.sentence_splitter, config.language)
     skipped = {key.removeprefix("skipped_"): n for key, n in sorted(self.counts.items())
                if key.startswith("skipped_")}
     return {
@@ -147,6 +154,9 @@ class Totals:
         "skipped": skipped,
         "books_without_markers": self.counts["books_without_markers"],
         "sentences": self.sentences,
+        "sentence_splitter": splitter,
+        # A language without sentence punctuation (Thai): each line a paragraph, unsplit.
+        "one_paragraph_a_line": splitter == "paragraph",
         "words": self.words,
         "bytes_in": sum(files.size(p) for p in input_files),
         "source_bytes": self.source_bytes,
@@ -267,11 +277,13 @@ def summary(stats: dict) -> str:
              else "the runner's workers")
   if stats.get("runner"):
     workers += f" on {stats['runner']}"
+  lines = ("paragraphs (one a line: no sentence punctuation)" if stats["one_paragraph_a_line"]
+           else "sentences")
   return "\n".join([
       f"documents {stats['documents_in']:,} read, {stats['documents_out']:,} written "
       f"({stats['train_documents']:,} train, {stats['holdout_documents']:,} held out); "
       f"skipped: {skipped}",
-      f"sentences {stats['sentences']:,}  words {stats['words']:,}  "
+      f"{lines} {stats['sentences']:,}  words {stats['words']:,}  "
       f"{stats['source_bytes'] / 1e6:,.1f} MB of source -> {stats['bytes_out'] / 1e6:,.1f} MB",
       f"{stats['seconds']:.1f} s, {stats['source_mb_per_second']:.2f} MB/s of source, "
       f"{workers}, {len(stats['output_files'])} shards",
