@@ -219,8 +219,12 @@ def split_with_offsets(texts: tf.Tensor) -> tuple[tf.RaggedTensor, tf.RaggedTens
 def load_vocab(vocab_file: str) -> dict[str, int]:
   """Reads a vocab.txt (one token a line, the line number is its id) into token -> id.
 
-  Raises FileNotFoundError for a missing file and ValueError naming the file and line for an
-  empty or repeated token, which would make ids ambiguous.
+  An empty line keeps its id, as in the reference and transformers (whose token "" no word
+  ever is: google-research/bert's Chinese vocab as some copies ship it has one), under a
+  placeholder no word can be either (it holds spaces, which split words).
+
+  Raises FileNotFoundError for a missing file and ValueError naming the file and line for a
+  repeated token, which would make ids ambiguous.
   """
   vocab = {}
   try:
@@ -233,9 +237,7 @@ def load_vocab(vocab_file: str) -> dict[str, int]:
   if lines[-1] == "":
     lines.pop()  # The final newline.
   for line_number, line in enumerate(lines, start=1):
-    token = line.strip()
-    if not token:
-      raise ValueError(f"{vocab_file}:{line_number}: empty token")
+    token = line.strip() or f"[empty line {line_number}]"
     if token in vocab:
       raise ValueError(f"{vocab_file}:{line_number}: token {token!r} repeats line "
                        f"{vocab[token] + 1}")
@@ -332,7 +334,9 @@ def _check_case_matches_vocab(vocab_file: str, inv_vocab: list[str], do_lower_ca
   else the vocab's pieces (bracketed special tokens such as [CLS] and [unused0] aside): any
   capital makes it cased; lower-case letters with neither capitals nor accents (which
   lower-casing strips) make it uncased; anything else (a vocab without cased scripts, or
-  lower-case with accents) is left to the flag.
+  lower-case with accents) is left to the flag. Single characters and <S>-like markers do not
+  count: Google's Chinese vocab, an uncased one (do_lower_case=True), lists the capitals A-Z
+  alone beside its characters, and <S>, <T>.
 
   Raises:
     ValueError: naming the vocab, the contradiction and the value to pass.
@@ -346,7 +350,8 @@ def _check_case_matches_vocab(vocab_file: str, inv_vocab: list[str], do_lower_ca
           f"--do_lower_case={stated}")
     return
   pieces = [t for t in inv_vocab if not (t.startswith("[") and t.endswith("]"))]
-  capitals = [t for t in pieces if t != t.lower()]
+  capitals = [t for t in pieces if t != t.lower() and len(t) > 1 and
+              not (t.startswith("<") and t.endswith(">"))]
   if do_lower_case and capitals:
     raise ValueError(
         f"{vocab_file}: a cased vocab ({len(capitals)} word pieces with capitals, such as "

@@ -219,6 +219,10 @@ def test_casing_that_contradicts_the_vocab_is_refused(tmp_path):
     path = _write_vocab(tmp_path / "either.txt", tokens)
     for do_lower_case in (True, False):
       tokenization.FullTokenizer(path, do_lower_case)
+  # Google's Chinese vocab (uncased: do_lower_case=True) lists A-Z alone and <S>, <T>.
+  chinese = _write_vocab(tmp_path / "chinese.txt", list(tokenization.SPECIAL_TOKENS) + [
+      "<S>", "<T>", "A", "Z", "a", "z", "北", "##京", "the"])
+  assert tokenization.FullTokenizer(chinese, True).tokenize("A北京") == ["a", "北", "[UNK]"]
 
 
 def test_a_model_folders_tokenizer_config_decides_the_casing(tmp_path):
@@ -245,9 +249,11 @@ def test_vocab_file_errors(tmp_path):
   path = _write_vocab(tmp_path / "dup.txt", ["[PAD]", "a", "b", "a"])
   with pytest.raises(ValueError, match=r"dup\.txt:4: token 'a' repeats line 2"):
     tokenization.load_vocab(path)
-  path = _write_vocab(tmp_path / "empty.txt", ["[PAD]", "", "b"])
-  with pytest.raises(ValueError, match=r"empty\.txt:2: empty token"):
-    tokenization.load_vocab(path)
+  # An empty line keeps its id (the reference's token ""), and matches no word.
+  path = _write_vocab(tmp_path / "empty.txt", list(tokenization.SPECIAL_TOKENS) + ["", "b"])
+  assert tokenization.load_vocab(path)["b"] == 6
+  assert tokenization.FullTokenizer(path).tokenize("b [empty line 6] b") == [
+      "b"] + ["[UNK]"] * 5 + ["b"]
 
 
 # --- Serving: the module saves with its vocab as an asset and runs the same graph.
