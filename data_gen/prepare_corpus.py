@@ -45,7 +45,9 @@ flags.DEFINE_string("language", None,
                     "and categories are hidden under this language's names and aliases, the "
                     "dump's <siteinfo> names and the English ones.")
 flags.DEFINE_enum("sentence_splitter", sentences.DEFAULT, sentences.NAMES,
-                  "The sentence segmenter (data_gen/corpus/sentences.py).")
+                  "The sentence segmenter (data_gen/corpus/sentences.py); auto: the "
+                  "language's best measured (nupunkt for en, punkt for zh, ja, de; th, with "
+                  "no sentence punctuation, keeps one paragraph a line).")
 flags.DEFINE_integer("num_output_shards", None, "Training shards to write.")
 flags.DEFINE_float("holdout_fraction", 0.0,
                    "Share of the documents held out for evaluation (chosen by a hash of their "

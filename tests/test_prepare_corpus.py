@@ -236,6 +236,22 @@ def test_bz2_multistream_and_utf16_dumps_give_the_same_bytes(tmp_path, pool):
     assert stats["skipped"] == {"redirect": 1, "disambiguation": 1, "namespace": 1}, name
 
 
+def test_each_language_is_split_by_its_default_and_thai_keeps_its_paragraphs(tmp_path, pool):
+  # --sentence_splitter=auto (the default) is the language's (sentences.default_splitter): no
+  # space between Chinese sentences; Thai, with no sentence punctuation, one paragraph a line,
+  # which the stats and the summary say.
+  chinese = _write(tmp_path / "zh.txt", "北京是中国的首都。它很大！你去过吗？\n")
+  stats = _run([chinese], tmp_path / "zh" / "out.txt", pool, source="paragraphs", language="zh")
+  assert _read(tmp_path / "zh" / "out.txt") == "北京是中国的首都。\n它很大！\n你去过吗？\n\n"
+  assert (stats["sentence_splitter"], stats["one_paragraph_a_line"]) == ("punkt", False)
+  thai = "ประเทศไทยมีประชากรมาก กรุงเทพมหานครเป็นเมืองหลวง"
+  path = _write(tmp_path / "th.txt", f"{thai}\nอากาศร้อน. ฝนตกบ่อย\n")
+  stats = _run([path], tmp_path / "th" / "out.txt", pool, source="paragraphs", language="th")
+  assert _read(tmp_path / "th" / "out.txt") == f"{thai}\nอากาศร้อน. ฝนตกบ่อย\n\n"
+  assert (stats["sentence_splitter"], stats["one_paragraph_a_line"]) == ("paragraph", True)
+  assert "paragraphs (one a line: no sentence punctuation) 2" in pipeline.summary(stats)
+
+
 def test_wikiextractor_books_and_paragraphs(tmp_path, caplog, pool):
   extracted = _write(tmp_path / "wiki_00", WIKIEXTRACTOR)
   book = _write(tmp_path / "tiny.txt", BOOK)

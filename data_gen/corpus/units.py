@@ -42,7 +42,7 @@ EXTRACTOR_HEADING_WORDS = 4
 # WikiExtractor's stand-ins for what it dropped (formula_7, codice_2): the line is not prose.
 EXTRACTOR_PLACEHOLDER = re.compile(r"\b(?:formula|codice)_\d+\b")
 
-_splitters: dict[str, sentences_lib.Splitter] = {}
+_splitters: dict[tuple[str, str], sentences_lib.Splitter] = {}  # by (name, language)
 # Each dump's test of its links (`wikitext.hidden_link_test`), made once a process.
 _link_tests: dict[frozenset[str], Callable[[str], bool]] = {}
 
@@ -146,10 +146,13 @@ def placement(identity: str, config: CorpusConfig) -> tuple[int, int]:
   return TRAIN, shard_key % (config.num_output_shards or 1)
 
 
-def _splitter(name: str) -> sentences_lib.Splitter:
-  if name not in _splitters:
-    _splitters[name] = sentences_lib.get_splitter(name)
-  return _splitters[name]
+def _splitter(name: str, language: str | None) -> sentences_lib.Splitter:
+  # None: a unit cleaned outside the pipeline, which resolves the language: English, as the
+  # pipeline takes a source without a <siteinfo>.
+  key = (name, language or "en")
+  if key not in _splitters:
+    _splitters[key] = sentences_lib.get_splitter(*key)
+  return _splitters[key]
 
 
 def _link_test(names: frozenset[str]) -> Callable[[str], bool]:
@@ -221,7 +224,7 @@ def process_unit(unit: sources.Unit, config: CorpusConfig,
                  files=sources.LocalFiles) -> UnitResult:
   """The unit's documents, in input order, as they go to the output (see the module doc); what
   the worker reads itself (a book, a multistream range) read through `files` (`sources`)."""
-  split = _splitter(config.sentence_splitter)
+  split = _splitter(config.sentence_splitter, config.language)
   result = UnitResult(documents=[], counts=collections.Counter(),
                       source_bytes=unit.source_bytes, warnings=[])
   counts = result.counts
