@@ -1,5 +1,7 @@
 """data_gen.vocab / build_vocab: a WordPiece vocab learned from a corpus, split as the
 tokenizer splits it."""
+import collections
+import json
 import os
 import random
 
@@ -8,6 +10,7 @@ import tensorflow as tf
 
 from bert_tf import tokenization
 from data_gen import vocab
+from data_gen.jobs import languages
 import entry_points
 
 WORDS = ("the a of to and in is was for on that with as by at from his her they it "
@@ -91,6 +94,56 @@ def test_vocab_is_capped_at_vocab_size_keeping_characters():
     vocab.learn_vocab({"a": 1}, 5)
 
 
+# Words of a small second language, none of them in WORDS.
+SWAHILI = "habari jambo asante rafiki chakula nyumba shule kitabu mwalimu watoto".split()
+
+
+def _small_language(path, lines=12, seed=0):
+  rng = random.Random(seed)
+  with open(path, "w", encoding="utf-8") as f:
+    for _ in range(lines):
+      f.write(" ".join(rng.choices(SWAHILI, k=6)) + ".\n")
+  return str(path)
+
+
+def test_smoothing_weighs_a_small_languages_words_into_the_vocab(tmp_path):
+  """400 lines of one language, 12 of another: its words mostly under min_token_count as
+  counted, over it once weighed by multilingual.md's smoothing (its rate ~5 at S=0.5)."""
+  counted = {"en": vocab.count_language([_corpus(tmp_path / "en.txt")], True),
+             "sw": vocab.count_language([_small_language(tmp_path / "sw.txt")], True)}
+  assert {language: sentences for language, (_, sentences) in counted.items()} == \
+      {"en": 400, "sw": 12}
+  learned = {}
+  for smoothing in (1.0, 0.5):
+    shares = languages.smoothed_shares({l: n for l, (_, n) in counted.items()}, smoothing)
+    weighed = vocab.weigh_languages({l: words for l, (words, _) in counted.items()},
+                                    {l: share["rate"] for l, share in shares.items()})
+    assert weighed["nyumba"] == pytest.approx(counted["sw"][0]["nyumba"] * shares["sw"]["rate"])
+    learned[smoothing] = set(vocab.learn_vocab(weighed, 300, min_token_count=10))
+  assert len(learned[1.0] & set(SWAHILI)) <= 3
+  assert learned[0.5] >= set(SWAHILI)
+
+
+def test_cjk_characters_and_punctuation_are_whole_tokens(tmp_path):
+  """Each Chinese character (and punctuation mark) a token of its own, whatever the alphabet
+  limit, never "##"-joined (the tokenizer splits them off, so never looks one up)."""
+  rng = random.Random(0)
+  hanzi = [chr(0x4E00 + 37 * i) for i in range(60)]
+  path = tmp_path / "zh.txt"
+  path.write_text("".join("".join(rng.choices(hanzi, k=20)) + "。Running jumped, Walking.\n"
+                          for _ in range(300)), encoding="utf-8")
+  counts = vocab.count_words([str(path)], False)
+  tokens = vocab.learn_vocab(counts, 200, min_token_count=5, max_unique_chars=20,
+                             do_lower_case=False)
+  assert set(hanzi) | {"。", ",", "."} <= set(tokens)
+  assert not [t for t in tokens if t.startswith("##") and (t[2:] in hanzi or t[2:] in ",.。")]
+  vocab.write_vocab(tokens, str(tmp_path / "vocab.txt"))
+  tokenizer = tokenization.FullTokenizer(str(tmp_path / "vocab.txt"), False)
+  assert vocab.unk_rate(counts, tokenizer) == 0
+  assert tokenizer.tokenize("".join(hanzi[:3]) + "。") == hanzi[:3] + ["。"]
+  assert vocab.unk_rate(collections.Counter({"ξ": 1, hanzi[0]: 3}), tokenizer) == 0.25
+
+
 @pytest.mark.slow
 def test_build_vocab_script(tmp_path):
   """A run, then two bad inputs to the same --output_file, each as a user starts it, all in one
@@ -98,15 +151,24 @@ def test_build_vocab_script(tmp_path):
   corpus = _corpus(tmp_path / "a.txt", seed=1)
   _corpus(tmp_path / "b.txt", seed=2)
   out = tmp_path / "out" / "vocab.txt"
-  result, missing, bad_size = entry_points.run_cases("data_gen.build_vocab", [
-      [f"--input_file={tmp_path}/a.txt,{tmp_path}/b*.txt", f"--output_file={out}",
-       "--vocab_size=200", "--min_token_count=2", "--nodo_lower_case"],
-      [f"--input_file={tmp_path}/nope*.txt", f"--output_file={out}"],
-      [f"--input_file={corpus}", f"--output_file={out}", "--vocab_size=0"],
-  ], env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+  small = _small_language(tmp_path / "sw.txt")
+  shared = tmp_path / "shared" / "vocab.txt"
+  result, missing, bad_size, multilingual, not_a_language, twice, smoothing = \
+      entry_points.run_cases("data_gen.build_vocab", [
+          [f"--input_file={tmp_path}/a.txt,{tmp_path}/b*.txt", f"--output_file={out}",
+           "--vocab_size=200", "--min_token_count=2", "--nodo_lower_case"],
+          [f"--input_file={tmp_path}/nope*.txt", f"--output_file={out}"],
+          [f"--input_file={corpus}", f"--output_file={out}", "--vocab_size=0"],
+          [f"--input_file=en:{corpus},sw:{small}", f"--output_file={shared}",
+           "--vocab_size=300", "--language_smoothing=0.5"],
+          [f"--input_file=english:{corpus}", f"--output_file={shared}"],
+          [f"--input_file=sw:{corpus},SW:{small}", f"--output_file={shared}"],
+          [f"--input_file=en:{corpus}", f"--output_file={shared}", "--language_smoothing=0"],
+      ], env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
   assert result.returncode == 0, result.stderr
   assert f"to {out}" in result.stdout
-  assert os.listdir(out.parent) == ["vocab.txt"]  # No temporary file left behind.
+  # No temporary file left behind.
+  assert sorted(os.listdir(out.parent)) == ["vocab.stats.json", "vocab.txt"]
   tokens = out.read_text(encoding="utf-8").split("\n")[:-1]
   assert tokens[:5] == list(tokenization.SPECIAL_TOKENS) and len(tokens) <= 200
   assert "Zürich" in tokens or "##ü" in tokens  # Cased: accents kept.
@@ -115,3 +177,21 @@ def test_build_vocab_script(tmp_path):
   assert missing.returncode != 0 and "no file matches" in missing.stderr
   assert "nope*.txt" in missing.stderr
   assert bad_size.returncode != 0 and "--vocab_size must be positive" in bad_size.stderr
+
+  # A shared vocab: the small language weighed up, each language's [UNK] rate in the stats.
+  assert multilingual.returncode == 0, multilingual.stderr
+  stats = json.loads((shared.parent / "vocab.stats.json").read_text())
+  sw = stats["languages"]["sw"]
+  assert sw["sentences"] == 12 and stats["languages"]["en"]["sentences"] == 400
+  assert sw["raw_share"] == pytest.approx(12 / 412)
+  assert sw["sampled_share"] == pytest.approx(
+      (12 / 412) ** 0.5 / ((12 / 412) ** 0.5 + (400 / 412) ** 0.5))
+  assert sw["unk_rate"] == 0 and 0 < stats["languages"]["en"]["unk_rate"] < 0.01
+  assert set(SWAHILI) <= set(shared.read_text(encoding="utf-8").split("\n"))
+  assert "sw: share of sentences 2.9% -> weighed 14.8%, [UNK] 0.00%" in multilingual.stdout
+  for bad, message in ((not_a_language, "build_vocab: error: --input_file: 'english' (in "
+                        f"'english:{corpus}') is not a language code"),
+                       (twice, "build_vocab: error: --input_file: language 'SW' given twice"),
+                       (smoothing, "build_vocab: error: --language_smoothing=0.0: must be in "
+                        "(0, 1]")):
+    assert bad.returncode == 1 and message in bad.stderr and "Traceback" not in bad.stderr
