@@ -22,6 +22,7 @@ import json
 import os
 import unicodedata
 
+from absl import logging
 import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
@@ -217,16 +218,16 @@ def split_with_offsets(texts: tf.Tensor) -> tuple[tf.RaggedTensor, tf.RaggedTens
 
 
 def load_vocab(vocab_file: str) -> dict[str, int]:
-  """Reads a vocab.txt (one token a line, the line number is its id) into token -> id.
+  """Reads a vocab.txt (one token a line, the line number is its id) into token -> id, in the
+  order of the ids.
 
-  An empty line keeps its id, as in the reference and transformers (whose token "" no word
-  ever is: google-research/bert's Chinese vocab as some copies ship it has one), under a
-  placeholder no word can be either (it holds spaces, which split words).
+  As in the reference's and transformers' load_vocab, a token on several lines takes its last
+  line's id (google-research/bert's Chinese vocab as some copies ship it repeats one), the
+  earlier line's id kept under a placeholder no word can be (it holds spaces, which split
+  words), and logged; so is an empty line's (or one of whitespace: token "", no word either).
 
-  Raises FileNotFoundError for a missing file and ValueError naming the file and line for a
-  repeated token, which would make ids ambiguous.
+  Raises FileNotFoundError for a missing file.
   """
-  vocab = {}
   try:
     with tf.io.gfile.GFile(vocab_file, "r") as f:
       # Only "\n" ends a line, as for the reference's readline(): str.splitlines() would also
@@ -236,13 +237,14 @@ def load_vocab(vocab_file: str) -> dict[str, int]:
     raise FileNotFoundError(f"vocab file {vocab_file} not found") from e
   if lines[-1] == "":
     lines.pop()  # The final newline.
-  for line_number, line in enumerate(lines, start=1):
-    token = line.strip() or f"[empty line {line_number}]"
-    if token in vocab:
-      raise ValueError(f"{vocab_file}:{line_number}: token {token!r} repeats line "
-                       f"{vocab[token] + 1}")
-    vocab[token] = len(vocab)
-  return vocab
+  tokens = [line.strip() or f"[empty line {number}]" for number, line in enumerate(lines, 1)]
+  last = {token: index for index, token in enumerate(tokens)}
+  for index, token in enumerate(tokens):
+    if last[token] != index:
+      logging.warning("%s:%d: token %r again on line %d, whose id it takes (as the reference "
+                      "does)", vocab_file, index + 1, token, last[token] + 1)
+      tokens[index] = f"[line {index + 1}, repeated on line {last[token] + 1}]"
+  return {token: index for index, token in enumerate(tokens)}
 
 
 def _unknown_if_too_long(words: tf.RaggedTensor) -> tf.RaggedTensor:

@@ -246,14 +246,16 @@ def test_a_model_folders_tokenizer_config_decides_the_casing(tmp_path):
 def test_vocab_file_errors(tmp_path):
   with pytest.raises(FileNotFoundError, match="nope.txt"):
     tokenization.load_vocab(str(tmp_path / "nope.txt"))
-  path = _write_vocab(tmp_path / "dup.txt", ["[PAD]", "a", "b", "a"])
-  with pytest.raises(ValueError, match=r"dup\.txt:4: token 'a' repeats line 2"):
-    tokenization.load_vocab(path)
-  # An empty line keeps its id (the reference's token ""), and matches no word.
-  path = _write_vocab(tmp_path / "empty.txt", list(tokenization.SPECIAL_TOKENS) + ["", "b"])
-  assert tokenization.load_vocab(path)["b"] == 6
-  assert tokenization.FullTokenizer(path).tokenize("b [empty line 6] b") == [
-      "b"] + ["[UNK]"] * 5 + ["b"]
+  # As the reference's: a repeated token takes its last line's id; an empty line (or one of
+  # whitespace) is token "", which no word is. Their other ids are kept, and match no word.
+  path = _write_vocab(tmp_path / "dup.txt", list(tokenization.SPECIAL_TOKENS) + [
+      "a", "", "b", "a", "\u2028"])
+  assert tokenization.load_vocab(path) == {
+      **{t: i for i, t in enumerate(tokenization.SPECIAL_TOKENS)},
+      "[line 6, repeated on line 9]": 5, "[empty line 7]": 6, "b": 7, "a": 8,
+      "[empty line 10]": 9}
+  tokenizer = tokenization.FullTokenizer(path)
+  assert tokenizer.tokenize_ids(["a b [empty line 7]"])[0].tolist() == [8, 7] + [1] * 5
 
 
 # --- Serving: the module saves with its vocab as an asset and runs the same graph.
