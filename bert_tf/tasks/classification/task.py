@@ -116,7 +116,11 @@ class ClassificationTask(FineTuningTask):
                xnli_language: str = "zh"):
     super().__init__(config, data_dir)
     self.data = glue.get_task_data(config.task_name, data_dir or "", xnli_language)
-    self.primary_metric = self.data.primary_metric
+
+  @property
+  def primary_metric(self) -> str:
+    # The dataset's; XNLI's for all languages is known once its dev split is read.
+    return self.data.primary_metric
 
   @classmethod
   def data_settings(cls, settings: dict, data_dir: str = "", xnli_language: str = "zh"
@@ -141,7 +145,7 @@ class ClassificationTask(FineTuningTask):
             "predict": [s.name for s in self.data.predict_splits]}[mode]
 
   def split_file(self, split: str) -> str:
-    return os.path.join(self.data_dir or "", self._split(split).columns.file)
+    return self.data.split_path(self.data_dir or "", self._split(split))
 
   def read_examples(self, split: str) -> list[InputExample]:
     return self.data.get_examples(self.data_dir, self._split(split))
@@ -173,7 +177,8 @@ class ClassificationTask(FineTuningTask):
     return outputs["logits"]
 
   def evaluate(self, examples, predictions: np.ndarray) -> dict[str, float]:
-    """The dataset's metrics and the mean loss over the examples."""
+    """The dataset's metrics and the mean loss over the examples; for a dataset scored by
+    language (XNLI's all), each metric per language (`accuracy_de`) and as their mean."""
     logits = predictions
     labels = np.array([label_id(e, self.config.labels) for e in examples])
     if self.regression:
@@ -183,6 +188,15 @@ class ClassificationTask(FineTuningTask):
       scores = np.argmax(logits, -1)
       loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits))
     results = metrics_lib.compute(self.data.metrics, labels, scores)
+    if self.data.by_language:
+      languages = np.array([e.language for e in examples])
+      per_language = {language: metrics_lib.compute(self.data.metrics,
+                                                    labels[languages == language],
+                                                    scores[languages == language])
+                      for language in sorted(set(languages))}
+      for name in list(results):
+        results[name] = float(np.mean([m[name] for m in per_language.values()]))
+        results.update({f"{name}_{language}": m[name] for language, m in per_language.items()})
     results["loss"] = float(loss)
     return results
 
