@@ -7,13 +7,11 @@ sampled ~126x more English (1000^0.7), not 1000x. High-resource languages are su
 low-resource ones repeated; the total stays the corpus's.
 
 What a share counts is the caller's (both jobs count sentences: see their modules); this module
-only does the arithmetic and the parsing. The standard library and langcodes only: it runs
-before TensorFlow loads.
+only does the arithmetic and the parsing. The standard library and langcodes (IANA's registry
+of language tags) only: it runs before TensorFlow loads.
 """
 import dataclasses
 import re
-
-import langcodes
 
 # Wikipedia's language codes that are not BCP 47 tags (the subdomain of their wikis, the prefix
 # of their dumps' names), as a user reading those dumps would write them.
@@ -44,6 +42,9 @@ def parse_inputs(spec: str, flag: str = "--input_file") -> list[LanguageInput]:
   parsed = [_PREFIX.match(e) for e in entries]
   if not any(parsed):
     return [LanguageInput(None, spec)]
+  # Imported here: its registry costs 70 ms, and the spawned workers import this module
+  # (through the job's config) without parsing anything.
+  import langcodes  # pylint: disable=g-import-not-at-top
   groups, spelling = {}, {}
   for entry, match in zip(entries, parsed):
     if not match:
