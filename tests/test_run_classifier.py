@@ -25,6 +25,8 @@ from bert_tf.modeling.configs import BertConfig
 from bert_tf.scripts import cli
 from bert_tf.tasks.classification import glue
 from bert_tf.finetuning import runner
+from bert_tf.tokenization import FullTokenizer
+from bert_tf.training import distribute
 from toys import MINILM, VOCAB, classifier_runner, make_sst2, make_stsb, tiny_config, toy_args
 
 
@@ -296,3 +298,107 @@ def test_the_run_summary_says_what_a_sweep_did():
       "  eval_accuracy 0.7745, eval_f1 0.8497\n"
       "  the best of 3 runs: learning_rate 3e-05, seed 12346\n"
       "  exported for TF Serving to /s/1")
+
+
+# A transformers 5 classifier folder: transformers' own NLI head of tests/fixtures/hf_heads.
+HF_NLI = os.path.join(os.path.dirname(__file__), "fixtures", "hf_heads",
+                      "sequence_classification_nli")
+
+
+def tokenizer_json(vocab: list[str], lowercase: bool, strip_accents=None) -> dict:
+  """tokenizer.json as the `tokenizers` library (0.23, under transformers 5.24) saves a
+  BertTokenizer's (BertNormalizer, BertPreTokenizer, the [CLS]/[SEP] template, WordPiece;
+  the special tokens as added tokens): equal, for the uncased fixture, to the file transformers
+  wrote in tests/fixtures/hf_heads."""
+  special = lambda token: {"id": vocab.index(token), "content": token, "single_word": False,
+                           "lstrip": False, "rstrip": False, "normalized": False,
+                           "special": True}
+  piece = lambda kind, name, type_id: {kind: {"id": name, "type_id": type_id}}
+  return {
+      "version": "1.0", "truncation": None, "padding": None,
+      "added_tokens": [special(t) for t in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")],
+      "normalizer": {"type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True,
+                     "strip_accents": strip_accents, "lowercase": lowercase},
+      "pre_tokenizer": {"type": "BertPreTokenizer"},
+      "post_processor": {
+          "type": "TemplateProcessing",
+          "single": [piece("SpecialToken", "[CLS]", 0), piece("Sequence", "A", 0),
+                     piece("SpecialToken", "[SEP]", 0)],
+          "pair": [piece("SpecialToken", "[CLS]", 0), piece("Sequence", "A", 0),
+                   piece("SpecialToken", "[SEP]", 0), piece("Sequence", "B", 1),
+                   piece("SpecialToken", "[SEP]", 1)],
+          "special_tokens": {t: {"id": t, "ids": [vocab.index(t)], "tokens": [t]}
+                             for t in ("[CLS]", "[SEP]")}},
+      "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": True},
+      "model": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
+                "max_input_chars_per_word": 100, "vocab": {t: i for i, t in enumerate(vocab)}}}
+
+
+def transformers5_folder(folder, **normalizer) -> str:
+  """HF_NLI as transformers 5's save_pretrained writes it: no vocab.txt."""
+  os.makedirs(folder)
+  for name in ("config.json", "model.safetensors", "tokenizer_config.json"):
+    shutil.copy(os.path.join(HF_NLI, name), folder)
+  with open(os.path.join(HF_NLI, "vocab.txt"), encoding="utf-8") as f:
+    vocab = f.read().split()
+  with open(os.path.join(folder, "tokenizer.json"), "w", encoding="utf-8") as f:
+    json.dump(tokenizer_json(vocab, **{"lowercase": True, **normalizer}), f, indent=2)
+  return str(folder)
+
+
+def test_transformers5_folder_gives_vocab_and_casing_from_tokenizer_json(tmp_path):
+  folder = transformers5_folder(tmp_path / "uncased")
+  with open(os.path.join(HF_NLI, "vocab.txt"), encoding="utf-8") as f:
+    vocab = f.read()
+  with open(os.path.join(HF_NLI, "tokenizer.json"), encoding="utf-8") as f:
+    assert tokenizer_json(vocab.split(), True) == json.load(f)
+  _, vocab_file = checkpoints.resolve_files(None, None, folder, 12)
+  with open(vocab_file, encoding="utf-8") as f:
+    assert f.read() == vocab
+  with pytest.raises(ValueError, match="do_lower_case=False contradicts"):
+    FullTokenizer(vocab_file, do_lower_case=False)
+  cased = transformers5_folder(tmp_path / "cased", lowercase=False)
+  assert not FullTokenizer(checkpoints.resolve_files(None, None, cased, 12)[1], False
+                           ).do_lower_case
+  with pytest.raises(ValueError, match="do_lower_case=True contradicts"):
+    FullTokenizer(checkpoints.resolve_files(None, None, cased, 12)[1], True)
+  # What google-research/bert's tokenizer does not do is refused, naming the file.
+  odd = transformers5_folder(tmp_path / "odd", strip_accents=False)
+  with pytest.raises(ValueError, match=r"odd/tokenizer\.json: normalizer lowercase True with "
+                     r"strip_accents False: .* give --vocab_file"):
+    checkpoints.resolve_files(None, None, odd, 12)
+  os.remove(os.path.join(odd, "tokenizer.json"))
+  with pytest.raises(FileNotFoundError, match=r"no vocab\.txt \(nor tokenizer\.json\) beside"):
+    checkpoints.resolve_files(None, None, odd, 12)
+
+
+@pytest.mark.slow
+def test_xnli_every_language_from_a_transformers5_folder(tmp_path):
+  """run_classifier --task_name=XNLI --xnli_language=all --init_checkpoint=<a transformers 5
+  folder>, no --vocab_file: an accuracy per language in eval_results.txt, and predictions on
+  raw text equal to transformers' logits (expected.npz: its inputs are these texts' ids)."""
+  folder = transformers5_folder(tmp_path / "hf")
+  # The words of expected.npz's three rows (its ids are whole words), in mixed case.
+  pairs = [("Story this BAD this Rollo", "Woman movie story Paris"),
+           ("Said Bob quite", "When movie is"), ("Globex sits", "It")]
+  expected = np.load(os.path.join(HF_NLI, "expected.npz"))["logits"]
+  labels = ["contradiction", "entailment", "neutral"]
+  answers = [labels[i] for i in np.argmax(expected, -1)]
+  data = tmp_path / "xnli"
+  os.makedirs(data)
+  rows = lambda chosen: "".join(f"{a}\t{b}\t{label}\n" for a, b, label in chosen)
+  (data / "dev-en.tsv").write_text(rows([(*pairs[0], answers[0]), (*pairs[1], "neutral"
+                                          if answers[1] != "neutral" else "entailment")]))
+  (data / "dev-de.tsv").write_text(rows([(*pairs[2], answers[2])]))
+  (data / "test-en.tsv").write_text(rows([(a, b, "-") for a, b in pairs]))
+  task = finetuning.build("classification", {"task_name": "XNLI", "max_seq_length": 12},
+                          data_dir=str(data), xnli_language="all")
+  args = runner.RunArgs(output_dir=str(tmp_path / "out"), init_checkpoint=folder,
+                        do_eval=True, do_predict=True, eval_batch_size=2, predict_batch_size=2)
+  best = runner.run(task, args, distribute.get_strategy("one_device"))["best"]
+  assert (best["eval_accuracy_en"], best["eval_accuracy_de"], best["eval_accuracy"]) == (
+      0.5, 1.0, 0.75)
+  with open(tmp_path / "out" / "eval_results.txt") as f:
+    assert "eval_accuracy_de = 1.0\n" in f.read()
+  probabilities = np.loadtxt(tmp_path / "out" / "test_results.tsv")
+  np.testing.assert_allclose(probabilities, tf.nn.softmax(expected).numpy(), atol=2e-6)
