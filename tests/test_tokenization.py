@@ -60,6 +60,23 @@ def test_cased_parity_with_reference(cased_vocab_file, parity_cases):
     assert ids.tolist() == case["cased"], case["text"]
 
 
+def test_xnli_languages_equal_transformers(minilm, cased_vocab_file, tmp_path):
+  """XNLI's 15 languages against transformers 5's BertTokenizer and BertTokenizerLegacy (they
+  agree): uncased, cased, and a vocab shaped as Google's Chinese one as its public copies ship
+  it (A-Z alone, <S> <T>, an empty line, a U+2028 line, a repeated token). Fixture made by
+  tests/fixtures/tokenizer_multilingual_make_fixture.py."""
+  with open(os.path.join(FIXTURES, "tokenizer_multilingual.json"), encoding="utf-8") as f:
+    fixture = json.load(f)
+  chinese = _write_vocab(tmp_path / "vocab.txt", fixture["chinese_shaped_vocab"])
+  tokenizers = {"uncased": minilm,
+                "cased": tokenization.FullTokenizer(cased_vocab_file, do_lower_case=False),
+                "chinese_shaped": tokenization.FullTokenizer(chinese, do_lower_case=True)}
+  for name, tokenizer in tokenizers.items():
+    got = [ids.tolist() for ids in tokenizer.tokenize_ids(fixture["texts"])]
+    for text, ours, theirs in zip(fixture["texts"], got, fixture["ids"][name]):
+      assert ours == theirs, (name, text)
+
+
 def test_string_and_graph_paths_agree(minilm, parity_cases):
   texts = [c["text"] for c in parity_cases[:10]]
   for text, case in zip(texts, parity_cases):
