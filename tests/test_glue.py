@@ -147,6 +147,10 @@ def test_xnli_original_layout_all_languages(tmp_path):
   dev = task.get_examples(str(tmp_path), task.eval_splits[0])
   assert [(e.language, e.text_a) for e in dev] == [("de", "Hallo."), ("fr", "Bonjour.")]
   assert task.primary_metric == "accuracy"  # No English dev here: the mean picks.
+  with open(tmp_path / "xnli.dev.tsv", "a", encoding="utf-8") as f:
+    f.write("de\tneutral\n")
+  with pytest.raises(glue.DataError, match=r"xnli\.dev\.tsv:4: 2 columns, expected at least 8"):
+    task.get_examples(str(tmp_path), task.eval_splits[0])
   with pytest.raises(ValueError, match=r"--xnli_language=zh_CN/x: not a language code"):
     glue.get_task_data("XNLI", str(tmp_path), xnli_language="zh_CN/x")
 

@@ -227,7 +227,7 @@ class XNLIData(TaskData):
   the accuracy per language (`accuracy_<lang>`) and their mean (`accuracy`); a sweep keeps the
   run best on English dev, the training language (no target-language data picks the model).
   """
-  by_language_layout = re.compile(r"(train|dev|test)-(.+)\.tsv")
+  PER_LANGUAGE_FILE = re.compile(r"(train|dev|test)-(.+)\.tsv")
 
   def __init__(self, language: str = "zh", data_dir: str = ""):
     if language != ALL_LANGUAGES and not re.fullmatch(r"[a-z]{2,3}([-_][A-Za-z0-9]+)*",
@@ -260,7 +260,7 @@ class XNLIData(TaskData):
       return False
     names = [os.path.basename(path) for path in
              files_lib.gfile(data_dir).glob(os.path.join(data_dir, "*.tsv"))]
-    return "xnli.dev.tsv" not in names and any(map(cls.by_language_layout.fullmatch, names))
+    return "xnli.dev.tsv" not in names and any(map(cls.PER_LANGUAGE_FILE.fullmatch, names))
 
   def split_paths(self, data_dir: str, split: Split) -> list[str]:
     pattern = super().split_path(data_dir, split)
@@ -279,13 +279,13 @@ class XNLIData(TaskData):
         yield line, row
 
   def _example(self, path, line, row, split, index, labels) -> InputExample:
+    example = super()._example(path, line, row, split, index, labels)  # Checks the columns.
     if split is self.train:
       language = self.train_language
     elif self.per_language:
-      language = self.by_language_layout.fullmatch(os.path.basename(path)).group(2)
+      language = self.PER_LANGUAGE_FILE.fullmatch(os.path.basename(path)).group(2)
     else:
       language = row[0]
-    example = super()._example(path, line, row, split, index, labels)
     return dataclasses.replace(example, language=language)
 
   def get_examples(self, data_dir: str, split: Split) -> list[InputExample]:
