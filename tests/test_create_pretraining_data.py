@@ -860,7 +860,7 @@ def smoothed_run(tmp_path_factory, tokenizer, by_language):
 
 def test_smoothed_languages_stats(smoothed_run, by_language):
   _, stats = smoothed_run
-  sentences = {language: documents.count_sentences(files)
+  sentences = {language: documents.count_sentences(files)[0]
                for language, files in by_language.items()}
   assert 8 < sentences["en"] / sentences["sw"] < 20
   assert list(stats["languages"]) == ["en", "sw"]
@@ -887,6 +887,13 @@ def test_smoothed_runs_are_the_same_bytes_whatever_the_workers(smoothed_run, tok
   for ours, theirs in zip(one, outputs):
     with open(ours, "rb") as f, open(theirs, "rb") as g:
       assert f.read() == g.read()
+
+
+def test_languages_chunks_are_interleaved_evenly():
+  """Chunk i of a language's n at (i + 0.5) / n of the job: any stretch of the shards holds the
+  languages in their sampled shares, not one language after another."""
+  merged = pipeline.interleave({"en": iter("abcdef"), "sw": iter("xy")}, {"en": 6, "sw": 2})
+  assert ["".join(item for _, item in merged)] == ["abxcdeyf"]
 
 
 def test_a_chunk_sub_sampled_and_repeated_by_document(tokenizer, corpus):

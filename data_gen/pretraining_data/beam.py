@@ -21,8 +21,8 @@ worker processes (`pipeline`). The steps (each a parallel map unless said otherw
             renames once every shard is complete.
   Languages (input files by language, `pipeline`'s smoothed sampling): Scan also counts each
             file's sentences (`documents.count_sentences`, a second read of the file), Plan
-            chunks each language's files apart, as locally, and gives each chunk its
-            language's rate.
+            chunks each language's files apart and interleaves the languages' chunks, as
+            locally (`pipeline.interleave`), and gives each chunk its language's rate.
   Stats     beside Shards, from every chunk's entry: the totals, to the scratch directory; the
             driver adds the timing and writes the stats file beside the output, as the local
             path does. The counts (and the workers' peak memory) come through the pipeline's
@@ -139,7 +139,7 @@ def _scan(item: tuple[int, str, str | None], scratch: str, chunk_chars: int) -> 
     flat = np.fromiter(itertools.chain.from_iterable(extents), np.int64).reshape(-1, 3)
   Metrics.counter(NAMESPACE, "files").inc()
   Metrics.counter(NAMESPACE, "lines").inc(stats.lines)
-  sentences = 0 if language is None else documents_lib.count_sentences([path])
+  sentences = 0 if language is None else documents_lib.count_sentences([path], chunk_chars)[0]
   return FileScan(index=index, text_path=text_path, extents=flat, read_stats=stats,
                   language=language, sentences=sentences)
 
@@ -161,19 +161,23 @@ def _plan(scans: list[FileScan], chunk_chars: int, smoothing: float):
     read.invalid_utf8_lines += scan.read_stats.invalid_utf8_lines
     read.invalid_utf8_examples += scan.read_stats.invalid_utf8_examples
   del read.invalid_utf8_examples[documents_lib.MAX_REPORTED_LINES:]
-  index = 0
-  for language, group in by_language.items():
-    extents = ((scan.text_path, *row) for scan in group for row in scan.extents.tolist())
-    for chunk in documents_lib.chunk_documents(extents, chunk_chars, size=lambda e: e[3]):
-      ranges = []
-      for text_path, part in itertools.groupby(chunk, key=lambda e: e[0]):
-        part = list(part)
-        ranges.append((text_path, part[0][1], part[-1][2], len(part)))
-      yield ChunkPlan(index=index, ranges=ranges, read_stats=read if index == 0 else None,
-                      language=language,
-                      rate=1.0 if sampling is None else sampling[language]["rate"],
-                      sampling=sampling if index == 0 else None)
-      index += 1
+
+  def chunks(group):  # (twice a language: its count for the interleave, then its chunks)
+    return documents_lib.chunk_documents(
+        ((scan.text_path, *row) for scan in group for row in scan.extents.tolist()),
+        chunk_chars, size=lambda e: e[3])
+  merged = pipeline.interleave(
+      {language: chunks(group) for language, group in by_language.items()},
+      {language: sum(1 for _ in chunks(group)) for language, group in by_language.items()})
+  for index, (language, chunk) in enumerate(merged):
+    ranges = []
+    for text_path, part in itertools.groupby(chunk, key=lambda e: e[0]):
+      part = list(part)
+      ranges.append((text_path, part[0][1], part[-1][2], len(part)))
+    yield ChunkPlan(index=index, ranges=ranges, read_stats=read if index == 0 else None,
+                    language=language,
+                    rate=1.0 if sampling is None else sampling[language]["rate"],
+                    sampling=sampling if index == 0 else None)
 
 
 def _masked_crc(data: bytes) -> int:

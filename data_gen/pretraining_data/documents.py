@@ -130,10 +130,20 @@ def read_documents(files: list[str], stats: ReadStats,
       yield document
 
 
-def count_sentences(files: list[str]) -> int:
-  """The sentences (non-blank lines) of `files`: a language's size, whose shares the smoothed
-  sampling weighs (see `pipeline`)."""
-  return sum(len(document) for document in read_documents(files, ReadStats()))
+def count_sentences(files: list[str], chunk_chars: int = CHUNK_CHARS) -> tuple[int, int]:
+  """(sentences, chunks) of `files`: their non-blank lines, a language's size, whose shares the
+  smoothed sampling weighs, and the chunks `chunk_documents` cuts them into, whose order
+  interleaves the languages (see `pipeline`)."""
+  sentences = 0
+
+  def sizes():
+    nonlocal sentences
+    for document in read_documents(files, ReadStats(), chunk_chars):
+      sentences += len(document)
+      yield _characters(document)
+
+  chunks = sum(1 for _ in chunk_documents(sizes(), chunk_chars, size=lambda chars: chars))
+  return sentences, chunks
 
 
 def document_extents(path: str, stats: ReadStats, max_document_chars: int = CHUNK_CHARS,

@@ -22,9 +22,11 @@ sentences (non-blank lines, one pass over its files before the job): the corpus 
 which says about as much in any language, where characters do not (a Chinese character is
 about a word, an English letter a fifth of one) nor UTF-8 bytes (two a Cyrillic letter, three a
 CJK character); tokens would depend on the vocab and cost a tokenizing pass before any
-sampling; documents range from a bot's one-line stub to a book. The languages' files are read
-one language after another, and no chunk spans two (a random next sentence stays in its
-language); each chunk's documents take part in dupe_factor x rate passes on average
+sampling; documents range from a bot's one-line stub to a book. No chunk spans two languages
+(a random next sentence stays in its language), and the languages' chunks are interleaved
+(`interleave`: each language's spread evenly over the job, so that any stretch of the shards
+holds the languages in their sampled shares, where one language after another would give a
+run that stops early mostly the first); each chunk's documents take part in dupe_factor x rate passes on average
 (`instances.chunk_records`), drawn from (random_seed, chunk index): deterministic as above.
 The stats give each language's raw and sampled shares, its rate and its counts.
 """
@@ -32,6 +34,7 @@ import collections
 import concurrent.futures
 import contextlib
 import dataclasses
+import heapq
 import os
 import shutil
 import sys
@@ -145,8 +148,11 @@ def create_pretraining_data(input_files: list[str] | dict[str, list[str]],
   """
   by_language = files_by_language(input_files)
   input_files = [path for files in by_language.values() for path in files]
-  sampling = None if None in by_language else language_sampling(
-      {language: documents_lib.count_sentences(files) for language, files in by_language.items()},
+  sizes = None if None in by_language else {
+      language: documents_lib.count_sentences(files, chunk_chars)
+      for language, files in by_language.items()}
+  sampling = None if sizes is None else language_sampling(
+      {language: sentences for language, (sentences, _) in sizes.items()},
       config.language_smoothing)
   # The scratch, the stats and the check for other shards are local file operations, which
   # would take gs://bucket/x for a local folder "gs:".
@@ -184,7 +190,9 @@ def create_pretraining_data(input_files: list[str] | dict[str, list[str]],
       status.update(stats, read_stats)
 
     in_flight = collections.deque()
-    for language, index, chunk in _chunks(by_language, tokenizer, read_stats, chunk_chars):
+    for index, (language, docs) in enumerate(_chunks(by_language, sizes, read_stats,
+                                                     chunk_chars)):
+      chunk = documents_lib.tokenize_chunk(tokenizer, docs)
       for counts in (stats, language_stats[language]):
         counts.documents += chunk.num_documents
         counts.sentences += chunk.num_sentences
@@ -222,16 +230,29 @@ def create_pretraining_data(input_files: list[str] | dict[str, list[str]],
   return result
 
 
-def _chunks(by_language: dict, tokenizer, read_stats: documents_lib.ReadStats,
+def _chunks(by_language: dict, sizes: dict | None, read_stats: documents_lib.ReadStats,
             chunk_chars: int):
-  """(language, index, tokenized chunk) of the corpus, one language after another, no chunk
-  spanning two; the index counts on across languages."""
-  index = 0
-  for language, files in by_language.items():
-    corpus = documents_lib.read_documents(files, read_stats, chunk_chars)
-    for docs in documents_lib.chunk_documents(corpus, chunk_chars):
-      yield language, index, documents_lib.tokenize_chunk(tokenizer, docs)
-      index += 1
+  """(language, documents) of each chunk of the corpus, in the job's order: no chunk spanning
+  two languages, the languages interleaved (their chunk counts: `sizes`)."""
+  streams = {language: documents_lib.chunk_documents(
+      documents_lib.read_documents(files, read_stats, chunk_chars), chunk_chars)
+             for language, files in by_language.items()}
+  if sizes is None:
+    return ((None, docs) for docs in streams[None])
+  return interleave(streams, {language: chunks for language, (_, chunks) in sizes.items()})
+
+
+def interleave(streams: dict, counts: dict[str, int]):
+  """(language, item) of each language's stream of `counts[language]` items, merged so that
+  each language's are spread evenly over the whole: item i of n at (i + 0.5) / n, a tie in the
+  languages' order. Deterministic, from the counts alone (the local job's and Beam's plan)."""
+  def placed(order, language, stream):
+    for i, item in enumerate(stream):
+      yield (i + 0.5) / counts[language], order, language, item
+  merged = heapq.merge(*(placed(order, language, stream)
+                         for order, (language, stream) in enumerate(streams.items())),
+                       key=lambda placed_item: placed_item[:2])
+  return ((language, item) for _, _, language, item in merged)
 
 
 def language_summary(sampling: dict, language_stats: dict[str, JobStats]) -> dict:
