@@ -191,7 +191,7 @@ def test_build_vocab_script(tmp_path):
   assert "sw: share of sentences 2.9% -> weighed 14.8%, [UNK] 0.00%" in multilingual.stdout
   for bad, message in ((not_a_language, "build_vocab: error: --input_file: 'english' (in "
                         f"'english:{corpus}') is not a language code"),
-                       (twice, "build_vocab: error: --input_file: language 'SW' given twice"),
+                       (twice, "build_vocab: error: --input_file: language 'SW' given twice (as 'sw:"),
                        (smoothing, "build_vocab: error: --language_smoothing=0.0: must be in "
                         "(0, 1]")):
     assert bad.returncode == 1 and message in bad.stderr and "Traceback" not in bad.stderr

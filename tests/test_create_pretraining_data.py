@@ -636,7 +636,7 @@ BAD_INPUT = [
     ("--input_file=english:{tmp}/c.txt", "create_pretraining_data: error: --input_file: "
      "'english' (in 'english:{tmp}/c.txt') is not a language code"),
     ("--input_file=de:{tmp}/c.txt,DE:{tmp}/c.txt", "create_pretraining_data: error: "
-     "--input_file: language 'DE' given twice (as 'de' too)"),
+     "--input_file: language 'DE' given twice (as 'de:{tmp}/c.txt' too)"),
     ("--language_smoothing=1.5", "create_pretraining_data: error: --language_smoothing=1.5: "
      "must be in (0, 1]"),
     ("--input_file=en:{tmp}/c.txt,de:{tmp}/*.txt", "create_pretraining_data: error: "
@@ -812,14 +812,16 @@ def test_smoothed_shares_are_p_to_the_s_renormalized():
 def test_input_file_by_language():
   assert languages.parse_inputs("corpus/*.txt,gs://b/x*") == [
       languages.LanguageInput(None, "corpus/*.txt,gs://b/x*")]
-  assert languages.parse_inputs("en:a/*,zh-Hans:b/*, en:gs://c/*,simple:d") == [
-      languages.LanguageInput("en", "a/*,gs://c/*"), languages.LanguageInput("zh-Hans", "b/*"),
-      languages.LanguageInput("simple", "d")]
+  assert languages.parse_inputs("en:a/*,zh-Hans:b/*, de:gs://c/*,simple:d") == [
+      languages.LanguageInput("en", "a/*"), languages.LanguageInput("zh-Hans", "b/*"),
+      languages.LanguageInput("de", "gs://c/*"), languages.LanguageInput("simple", "d")]
 
 
 @pytest.mark.parametrize("spec, message", [
     ("english:a/*", "--input_file: 'english' (in 'english:a/*') is not a language code"),
-    ("en:a/*,EN:b/*", "--input_file: language 'EN' given twice (as 'en' too)"),
+    ("en:a/*,EN:b/*", "--input_file: language 'EN' given twice (as 'en:a/*' too)"),
+    ("en:a/*,en:b/*", "--input_file: language 'en' given twice (as 'en:a/*' too): one glob a "
+     "language"),
     ("en:a/*,b/*", "--input_file: 'b/*' has no language prefix while others have one"),
 ])
 def test_bad_languages_are_named(spec, message):

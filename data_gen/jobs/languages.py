@@ -24,19 +24,18 @@ _PREFIX = re.compile(r"^([A-Za-z0-9_-]+):(?!//)(.*)$")
 
 @dataclasses.dataclass(frozen=True)
 class LanguageInput:
-  """One language's globs, comma-separated (list_files' syntax); language None: a plain
-  --input_file, no language given."""
+  """One language's glob (a plain --input_file's comma-separated globs: language None)."""
   language: str | None
   patterns: str
 
 
 def parse_inputs(spec: str, flag: str = "--input_file") -> list[LanguageInput]:
   """`spec` split by language: [LanguageInput(None, spec)] when no entry has a language prefix
-  (the original's --input_file, unchanged), else one per language in the order first given, its
-  entries' globs joined (`en:a/*,en:b/*` is one language from two globs).
+  (the original's --input_file, unchanged), else one per entry, in order.
 
   Raises ValueError naming the entry: a prefix that is not a language code, entries with and
-  without a language, the same language under two spellings (en, EN).
+  without a language, the same language twice (a copied entry whose prefix was left, as
+  en:corpus/en/*,en:corpus/de/*, would mix a language into another; en and EN are one).
   """
   entries = [e.strip() for e in spec.split(",") if e.strip()]
   parsed = [_PREFIX.match(e) for e in entries]
@@ -45,7 +44,7 @@ def parse_inputs(spec: str, flag: str = "--input_file") -> list[LanguageInput]:
   # Imported here: its registry costs 70 ms, and the spawned workers import this module
   # (through the job's config) without parsing anything.
   import langcodes  # pylint: disable=g-import-not-at-top
-  groups, spelling = {}, {}
+  inputs, spelling = [], {}
   for entry, match in zip(entries, parsed):
     if not match:
       raise ValueError(f"{flag}: {entry!r} has no language prefix while others have one: give "
@@ -56,11 +55,12 @@ def parse_inputs(spec: str, flag: str = "--input_file") -> list[LanguageInput]:
                        "as en, de, zh-Hans, or Wikipedia's, as simple); a file name with a "
                        f"colon: write it ./{entry}")
     key = language if language in WIKIPEDIA_CODES else langcodes.standardize_tag(language)
-    if key in spelling and spelling[key] != language:
-      raise ValueError(f"{flag}: language {language!r} given twice (as {spelling[key]!r} too)")
-    spelling[key] = language
-    groups.setdefault(language, []).append(pattern)
-  return [LanguageInput(language, ",".join(patterns)) for language, patterns in groups.items()]
+    if key in spelling:
+      raise ValueError(f"{flag}: language {language!r} given twice (as {spelling[key]!r} "
+                       "too): one glob a language, e.g. en:corpus/en/*")
+    spelling[key] = entry
+    inputs.append(LanguageInput(language, pattern))
+  return inputs
 
 
 def check_smoothing(smoothing: float, flag: str = "--language_smoothing") -> None:
