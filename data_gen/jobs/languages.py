@@ -44,7 +44,7 @@ def parse_inputs(spec: str, flag: str = "--input_file") -> list[LanguageInput]:
   # Imported here: its registry costs 70 ms, and the spawned workers import this module
   # (through the job's config) without parsing anything.
   import langcodes  # pylint: disable=g-import-not-at-top
-  inputs, spelling = [], {}
+  inputs, given = [], {}  # a language (its standard tag) -> its entry
   for entry, match in zip(entries, parsed):
     if not match:
       raise ValueError(f"{flag}: {entry!r} has no language prefix while others have one: give "
@@ -55,10 +55,10 @@ def parse_inputs(spec: str, flag: str = "--input_file") -> list[LanguageInput]:
                        "as en, de, zh-Hans, or Wikipedia's, as simple); a file name with a "
                        f"colon: write it ./{entry}")
     key = language if language in WIKIPEDIA_CODES else langcodes.standardize_tag(language)
-    if key in spelling:
-      raise ValueError(f"{flag}: language {language!r} given twice (as {spelling[key]!r} "
+    if key in given:
+      raise ValueError(f"{flag}: language {language!r} given twice (as {given[key]!r} "
                        "too): one glob a language, e.g. en:corpus/en/*")
-    spelling[key] = entry
+    given[key] = entry
     inputs.append(LanguageInput(language, pattern))
   return inputs
 
