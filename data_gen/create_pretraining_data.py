@@ -10,6 +10,12 @@ out/pretrain.tfrecord -> out/pretrain.stats.json.
   create_pretraining_data --input_file='corpus/*.txt' --output_file=out/pretrain.tfrecord \\
     --vocab_file=vocab.txt --num_output_shards=8
 
+Several languages, sampled as multilingual BERT's (each language's share of the sentences to
+the power S, renormalized; data_gen/pretraining_data/pipeline.py says why sentences):
+
+  create_pretraining_data --input_file='en:corpus/en/*,de:corpus/de/*,sw:corpus/sw/*' \\
+    --language_smoothing=0.7 --output_file=out/pretrain.tfrecord --vocab_file=vocab.txt
+
 With --runner=NAME, the same job runs as an Apache Beam pipeline
 (data_gen/pretraining_data/beam.py; `pip install -e '.[beam]'`), the other flags Beam's
 pipeline options, and writes the same bytes:
