@@ -18,7 +18,6 @@ undecomposed; tests/test_tokenization.py checks every code point.
 """
 import collections
 import functools
-import json
 import os
 import unicodedata
 
@@ -26,6 +25,8 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
+
+from bert_tf.common.files import read_json
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 UNK_TOKEN = "[UNK]"
@@ -309,11 +310,7 @@ def _stated_lower_case(vocab_file: str) -> tuple[bool, str] | None:
   path = os.path.join(assets, "tokenizer_config.json")
   if not tf.io.gfile.exists(path):
     return None
-  with tf.io.gfile.GFile(path, "r") as f:
-    try:
-      config = json.load(f)
-    except json.JSONDecodeError as e:
-      raise ValueError(f"{path}: not valid JSON ({e})") from e
+  config = read_json(path)
   stated = config.get("do_lower_case") if isinstance(config, dict) else None
   return (stated, "the tokenizer_config.json beside it") if isinstance(stated, bool) else None
 

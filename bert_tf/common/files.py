@@ -7,6 +7,7 @@ for a path of another file system: prepare_corpus, which writes local files, nev
 """
 import contextlib
 import glob
+import json
 import os
 import shutil
 from typing import Iterator
@@ -44,6 +45,15 @@ def gfile(path: str):
     return _LocalFiles
   import tensorflow as tf  # pylint: disable=g-import-not-at-top  (see bert_tf.common)
   return tf.io.gfile
+
+
+def read_json(path: str):
+  """The JSON value in `path`; ValueError naming the file when it is not valid JSON."""
+  with gfile(path).GFile(path, "r") as f:
+    try:
+      return json.load(f)
+    except json.JSONDecodeError as e:
+      raise ValueError(f"{path}: not valid JSON ({e})") from None
 
 
 @contextlib.contextmanager

@@ -47,7 +47,7 @@ from safetensors import numpy as safetensors_numpy
 from tensorflow.core.protobuf import saved_model_pb2
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
-from bert_tf.common.files import write_text
+from bert_tf.common.files import read_json, write_text
 from bert_tf.modeling.configs import BertConfig
 from bert_tf.modeling.encoder import build_encoder
 
@@ -452,11 +452,7 @@ def _tokenizer_json_settings(path: str) -> tuple[list[str], bool]:
   handle_chinese_chars; clean_text) and BertPreTokenizer. ValueError naming the file and the
   setting for anything google-research/bert's tokenizer does not do (its do_lower_case
   lower-cases and strips accents together)."""
-  with tf.io.gfile.GFile(path, "r") as f:
-    try:
-      spec = json.load(f)
-    except json.JSONDecodeError as e:
-      raise ValueError(f"{path}: not valid JSON ({e})") from None
+  spec = read_json(path)
   model = spec.get("model") if isinstance(spec, dict) else None
   normalizer = spec.get("normalizer") or {}
   pre_tokenizer = spec.get("pre_tokenizer") or {}
