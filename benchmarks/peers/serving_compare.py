@@ -49,8 +49,9 @@ another, in blocks of --block alternating between the sides (which side starts a
 too); then the requests in batches of 32, in blocks of 4 batches, alternated alike. Per round
 and side: p50 and p99 of the batch-1 latency (ms), batch-32 requests per second (the requests
 over the summed batch times); ratios bert_tf / peer (latency: below 1, ours is faster;
-throughput: above 1, ours is faster). Prints a table, then one JSON line with everything
-(the load average at the end included).
+throughput: above 1, ours is faster). Prints the CPU's model name (the ratios move with it:
+benchmarks/README.md, serving), a table, then one JSON line with everything (the CPU and the
+load average at the end included).
 """
 import argparse
 import json
@@ -143,6 +144,13 @@ def _alternate(sides: dict, requests: list[list[dict]], block: int, flip: bool) 
     for name in order:
       seconds[name] += sides[name].run(requests[i:i + block])["seconds"]
   return seconds
+
+
+def cpu_model() -> str:
+  """The CPU's model name as Linux reports it (/proc/cpuinfo), with its logical CPUs."""
+  with open("/proc/cpuinfo") as f:
+    names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
+  return f"{names[0] if names else 'unknown'}, {os.cpu_count()} logical CPUs"
 
 
 def _summary(batch1: list[float], batch32: list[float], sentences: int) -> dict:
@@ -282,12 +290,14 @@ def main():
   for side in sides.values():
     side.close()
 
+  cpu = cpu_model()
+  print(f"CPU: {cpu}")
   print(f"{'round':>5} {'side':>8} {'p50 ms':>8} {'p99 ms':>8} {'batch-32/s':>11}")
   for r, result in enumerate(rounds, 1):
     for name, row in result.items():
       print(f"{r:>5} {name:>8} {row['p50_ms']:>8} {row['p99_ms']:>8} {row['batch32_per_s']:>11}")
-  print(json.dumps({"task": task.config.kind, "sides": {n: s.ready for n, s in sides.items()},
-                    "parity": parity, "requests": len(requests), "threads": args.threads,
+  print(json.dumps({"task": task.config.kind, "cpu": cpu,
+                    "sides": {n: s.ready for n, s in sides.items()}, "parity": parity, "requests": len(requests), "threads": args.threads,
                     "rounds": rounds,
                     "loadavg": open("/proc/loadavg").read().split()[:3]}))
 
