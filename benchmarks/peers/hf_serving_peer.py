@@ -20,9 +20,19 @@ What a request's batch holds and what it answers, by --task:
               pipeline, aggregation_strategy="first"
 --threads sets torch's intra- and inter-op threads (the fast tokenizer's own pool is
 RAYON_NUM_THREADS, set by the driver). Prints what serving_worker.serve prints.
+
+With --stages=requests.json (a classifier's list of {"text_a"}; serving_stages.py writes it),
+it times instead each request alone at batch 1 through the classifier's stages, every request
+once untimed first: the fast tokenizer's call (tensors made), the encoder (`model.bert`), the
+model, the whole predict; prints one JSON line of p50 ms: tokenizer, encoder, head (the model
+less the encoder), total.
 """
 import argparse
+import json
 import sys
+import time
+
+import numpy as np
 
 import torch
 import transformers
@@ -31,16 +41,52 @@ from benchmarks import serving_worker
 from benchmarks.peers import hf_squad_peer
 
 
-def _classifier(args):
+def _classifier(args, stages: dict | None = None):
+  """The classifier's predict; `stages`, when given, gets its parts by name (stage_times)."""
   tokenizer = transformers.AutoTokenizer.from_pretrained(args.model_dir)
   model = transformers.BertForSequenceClassification.from_pretrained(args.model_dir).eval()
 
+  def tokenize(batch):
+    return tokenizer([r["text_a"] for r in batch], truncation=True,
+                     max_length=args.max_seq_length, padding=True, return_tensors="pt")
+
   def predict(batch):
-    inputs = tokenizer([r["text_a"] for r in batch], truncation=True,
-                       max_length=args.max_seq_length, padding=True, return_tensors="pt")
+    inputs = tokenize(batch)
     with torch.inference_mode():
       return {"logits": model(**inputs).logits.tolist()}
+  if stages is not None:
+    stages.update(tokenize=tokenize, model=model)
   return predict
+
+
+def stage_times(args) -> dict:
+  """{stage: p50 ms} over --stages' requests, one at a time (the module docstring)."""
+  with open(args.stages) as f:
+    requests = [[r] for r in json.load(f)]
+  parts = {}
+  predict = _classifier(args, parts)
+  tokenize, model = parts["tokenize"], parts["model"]
+  inputs = [tokenize(batch) for batch in requests]
+
+  def run(fn, i):
+    with torch.inference_mode():
+      return fn(**inputs[i])
+  stages = {"tokenizer": lambda i: tokenize(requests[i]),
+            "encoder": lambda i: run(model.bert, i),
+            "model": lambda i: run(model, i),
+            "total": lambda i: predict(requests[i])}
+  for i in range(len(requests)):  # Warm-up.
+    for stage in stages.values():
+      stage(i)
+  seconds = {name: [] for name in stages}
+  for i in range(len(requests)):
+    for name, stage in stages.items():
+      start = time.perf_counter()
+      stage(i)
+      seconds[name].append(time.perf_counter() - start)
+  p50 = {name: round(float(np.median(s)) * 1000, 3) for name, s in seconds.items()}
+  p50["head"] = round(p50["model"] - p50["encoder"], 3)
+  return p50
 
 
 def _squad(args):
@@ -84,9 +130,13 @@ def main():
   parser.add_argument("--doc_stride", type=int, default=128)
   parser.add_argument("--max_query_length", type=int, default=64)
   parser.add_argument("--threads", type=int, default=2)
+  parser.add_argument("--stages", help="A classifier's requests (JSON) to time by stage.")
   args = parser.parse_args()
   torch.set_num_threads(args.threads)
   torch.set_num_interop_threads(args.threads)
+  if args.stages:
+    print(json.dumps(stage_times(args)))
+    return
   predict = {"classifier": _classifier, "squad": _squad, "ner": _ner}[args.task](args)
   serving_worker.serve(predict, {
       "side": "transformers", "transformers": transformers.__version__,
