@@ -216,23 +216,29 @@ def test_regression_task_from_a_classifier_with_a_fresh_head(trained, tmp_path, 
   np.testing.assert_allclose(scores, [0.5, 4.5] * 3, atol=0.5)
 
 
+# A Hugging Face encoder folder (BertModel: encoder and pooler, as MiniLM's): transformers' own,
+# tiny, of tests/fixtures/hf_heads. MiniLM itself (6 layers, H=384) cost this test ~20 CPU s for
+# what a folder of 2 layers shows as well.
+HF_ENCODER = os.path.join(os.path.dirname(__file__), "fixtures", "hf_heads", "bert_model")
+
+
 @pytest.mark.slow
 def test_init_checkpoint_hf_folder_supplies_config_vocab_and_weights(tmp_path):
   make_sst2(tmp_path / "data", num_dev=8)
   args = dict(task_name="sst-2", data_dir=str(tmp_path / "data"),
-              output_dir=str(tmp_path / "out"), init_checkpoint=MINILM, max_seq_length=16,
+              output_dir=str(tmp_path / "out"), init_checkpoint=HF_ENCODER, max_seq_length=16,
               do_train=True, do_eval=True, num_train_epochs=0.125)  # One step.
-  config, vocab_file = checkpoints.resolve_files(None, None, MINILM, 16)
-  assert (config.hidden_size, config.num_hidden_layers, config.hidden_act) == (
-      384, 6, "gelu_exact")
-  assert vocab_file == os.path.join(MINILM, "vocab.txt")
+  config, vocab_file = checkpoints.resolve_files(None, None, HF_ENCODER, 16)
+  assert (config.hidden_size, config.num_hidden_layers, config.intermediate_size,
+          config.hidden_act) == (32, 2, 37, "gelu_exact")
+  assert vocab_file == os.path.join(HF_ENCODER, "vocab.txt")
   # Its head is untrained: evaluating it without --do_train is refused.
   with pytest.raises(ValueError, match="a Hugging Face model fills the encoder only"):
     classifier_runner(dict(args, do_train=False))
   tuner = classifier_runner(args)
   model, step = tuner.restore()
   assert step == 0
-  hf = safetensors_numpy.load_file(os.path.join(MINILM, "model.safetensors"))
+  hf = safetensors_numpy.load_file(os.path.join(HF_ENCODER, "model.safetensors"))
   ours = model.checkpoint_items["encoder"].get_layer("word_embeddings").embeddings.numpy()
   theirs = hf.get("embeddings.word_embeddings.weight", hf.get("bert.embeddings.word_embeddings"
                                                               ".weight"))
