@@ -8,21 +8,16 @@ in the task's terms) in TF Serving's layout with warm-up requests (`export.tf_se
 process that imports only tensorflow and tensorflow_text loads and runs the result.
 """
 from bert_tf.finetuning import runner
-from bert_tf.finetuning import xla_serving
 from export import tf_serving
 
 
 def export_from_output_dir(model_dir: str, export_dir: str, data: str | None = None,
-                           checkpoint: str | None = None, model_name: str = "bert",
-                           jit_compile: bool = False) -> str:
+                           checkpoint: str | None = None, model_name: str = "bert") -> str:
   """Exports a run_* output_dir's model (its latest checkpoint, or `checkpoint`) to
   export_dir/<version>, with warm-up requests from the first eval examples of `data` (the
-  task's data: run_classifier's data_dir, run_squad's predict_file), else the task's samples;
-  with `jit_compile`, the model in its signatures compiled by XLA (`xla_serving`: TF Serving
-  then needs --xla_cpu_compilation_enabled=true). Returns the path."""
+  task's data: run_classifier's data_dir, run_squad's predict_file), else the task's samples.
+  Returns the path."""
   task, model, tokenizer = runner.load_trained(model_dir, checkpoint, data)
   examples = task.read_examples(task.splits("eval")[0]) if data else None
-  if jit_compile:
-    model = xla_serving.CompiledModel(model, task.config.max_seq_length)
   return tf_serving.export(task.serving_module(model, tokenizer), export_dir,
                            task.warmup_inputs(examples), model_name)

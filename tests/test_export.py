@@ -203,25 +203,6 @@ def test_fresh_process_predicts_as_the_in_process_model(exported, serve_in_plain
   np.testing.assert_allclose(out["invalid"]["logits"], expected[:1], atol=1e-5)
 
 
-@pytest.mark.slow
-def test_export_compiled_by_xla_answers_as_the_in_process_model(exported, tmp_path,
-                                                                 serve_in_plain_tf,
-                                                                 ops_outside_tf_serving):
-  model_dir, data_dir, _, model, tokenizer = exported
-  path = saved_model.export_from_output_dir(str(model_dir), str(tmp_path / "xla"),
-                                            data=str(data_dir), jit_compile=True)
-  served = serve_in_plain_tf(path, {"text_a": [a for a, _ in PAIRS],
-                                    "text_b": [b for _, b in PAIRS]})
-  np.testing.assert_allclose(served["logits"],
-                             _in_process_logits(model, _features(tokenizer, PAIRS)), atol=1e-5)
-  empty = tf.saved_model.load(path).signatures["serving_default"](
-      text_a=tf.constant([], tf.string), text_b=tf.constant([], tf.string))
-  assert empty["logits"].shape == (0, len(LABELS))
-  # Served by TF Serving only with --xla_cpu_compilation_enabled=true: the check every default
-  # export passes names it.
-  assert [p for p in ops_outside_tf_serving(path) if "_XlaMustCompile" in p]
-
-
 def test_served_text_in_any_language(exported, serve_in_plain_tf):
   """XNLI's languages as raw text: a Chinese pair (each CJK character a token) and an Arabic
   one (uncased: its hamza stripped as an accent) answer as the features the task trains on."""

@@ -18,13 +18,10 @@ stage a tf.function of its own on the same request, one after another:
   overhead       the signature less tokenize+pack and the model (sorting and the chunk
                  loop of `call_by_length`, softmax, the label, the call itself)
   total          the serving_default signature
-and the same signature with the model compiled by XLA (`xla_serving.CompiledModel`): its model
-stage (the padding to a bucket and the program) and its total, with the largest logit
-difference from the uncompiled signature over the requests. The peer's stages: the fast
-tokenizer's call (tensors made), the encoder (`model.bert`), the head (the model less the
-encoder), the total (the serving worker's predict). Every request goes through every stage
-untimed first (XLA's compiles, torch's first calls). Prints each round's p50 ms per stage and
-side, then one JSON line.
+The peer's stages: the fast tokenizer's call (tensors made), the encoder (`model.bert`), the head
+(the model less the encoder), the total (the serving worker's predict). Every request goes
+through every stage untimed first. Prints each round's p50 ms per stage and side, then one JSON
+line.
 """
 import argparse
 import json
@@ -35,7 +32,6 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf.finetuning import runner
-from bert_tf.finetuning import xla_serving
 from bert_tf.modeling.encoder import INPUT_NAMES
 from bert_tf.tasks.classification import glue
 from benchmarks import child  # the peer in a fresh process
@@ -51,29 +47,21 @@ def _p50_ms(seconds: list[float]) -> float:
 
 
 def our_stages(model, task, tokenizer, sentences: list[str]):
-  """-> time_round() -> {stage: p50 ms}, and the XLA signature's largest logit difference."""
+  """-> time_round() -> {stage: p50 ms}."""
   module = task.serving_module(model, tokenizer)
-  compiled_module = task.serving_module(
-      xla_serving.CompiledModel(model, task.config.max_seq_length), tokenizer)
   encoder = model.checkpoint_items["encoder"]
   ids_spec = {name: tf.TensorSpec([None, None], tf.int32) for name in INPUT_NAMES}
   text_spec = [tf.TensorSpec([None], tf.string)]
   pack = tf.function(module.pack, input_signature=text_spec)
   run_encoder = tf.function(lambda ids: encoder(ids), input_signature=[ids_spec])
   run_model = tf.function(lambda ids: model(ids, training=False), input_signature=[ids_spec])
-  run_compiled = tf.function(compiled_module.model, input_signature=[ids_spec])
   total = module.signatures()["serving_default"]
-  compiled_total = compiled_module.signatures()["serving_default"]
   texts = [tf.constant([s]) for s in sentences]
   packed = [pack(t) for t in texts]
-  difference = max(float(np.abs(total(text_a=t)["logits"] - compiled_total(text_a=t)["logits"])
-                         .max()) for t in texts)  # Also every compile, untimed.
   stages = {"tokenize+pack": lambda i: pack(texts[i]),
             "encoder": lambda i: run_encoder(packed[i]),
             "model": lambda i: run_model(packed[i]),
-            "total": lambda i: total(text_a=texts[i]),
-            "xla model": lambda i: run_compiled(packed[i]),
-            "xla total": lambda i: compiled_total(text_a=texts[i])}
+            "total": lambda i: total(text_a=texts[i])}
   for i in range(len(texts)):  # Warm-up.
     for stage in stages.values():
       stage(i)
@@ -88,9 +76,8 @@ def our_stages(model, task, tokenizer, sentences: list[str]):
     p50 = {name: _p50_ms(s) for name, s in seconds.items()}
     p50["head"] = round(p50["model"] - p50["encoder"], 3)
     p50["overhead"] = round(p50["total"] - p50["tokenize+pack"] - p50["model"], 3)
-    p50["xla overhead"] = round(p50["xla total"] - p50["tokenize+pack"] - p50["xla model"], 3)
     return p50
-  return time_round, difference
+  return time_round
 
 
 def main():
@@ -127,7 +114,7 @@ def main():
   with open(requests, "w") as f:
     json.dump([{"text_a": s} for s in sentences], f)
 
-  time_ours, difference = our_stages(model, task, tokenizer, sentences)
+  time_ours = our_stages(model, task, tokenizer, sentences)
   peer_command = [args.peer_python, os.path.join(ROOT, "benchmarks/peers/hf_serving_peer.py"),
                   "--task=classifier", f"--model_dir={hf_dir}",
                   f"--max_seq_length={task.config.max_seq_length}",
@@ -145,7 +132,7 @@ def main():
     for side, stages in result.items():
       print(f"round {r} {side:>4}: " + ", ".join(f"{k} {v}" for k, v in stages.items()))
   print(json.dumps({"cpu": serving_compare.cpu_model(), "requests": len(sentences),
-                    "threads": args.threads, "xla_max_abs_logit_diff": difference,
+                    "threads": args.threads,
                     "rounds": rounds, "loadavg": open("/proc/loadavg").read().split()[:3]}))
 
 

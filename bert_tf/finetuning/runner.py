@@ -43,7 +43,6 @@ from bert_tf.modeling import checkpoints
 from bert_tf.modeling import encoder
 from bert_tf.modeling.configs import BertConfig
 from bert_tf.finetuning import task_class
-from bert_tf.finetuning import xla_serving
 from bert_tf.finetuning.task import FineTuningTask, Features, TaskConfig
 from bert_tf.tokenization import FullTokenizer
 from bert_tf.training import distribute
@@ -86,7 +85,6 @@ class RunArgs:
   jit_compile: bool = False
   recompute_layers: bool = False  # Not a run setting: the same math (`encoder.recomputed_blocks`).
   export_dir: str | None = None
-  export_jit_compile: bool = False  # The export's model compiled by XLA (`xla_serving`).
   length_buckets: int | None = None  # None: see `batch_length_buckets`.
   # The task settings the user chose (flags given on the command line): a run that does not
   # train takes the others from the trained model (`take_trained_settings`). None: all chosen.
@@ -594,8 +592,6 @@ class Runner:
       self.write_predictions(model)
     if args.export_dir and self.is_chief:
       data = eval_records[0].examples if eval_records else None
-      if args.export_jit_compile:
-        model = xla_serving.CompiledModel(model, self.task.config.max_seq_length)
       path = self.exporter(self.task.serving_module(model, self.tokenizer), args.export_dir,
                            self.task.warmup_inputs(examples=data))
       logging.info("exported the model for TF Serving to %s", path)

@@ -130,9 +130,6 @@ def define_training_flags(fine_tuning: bool = True) -> None:
                        "seeds seed, seed+1, ...; the best on dev is kept.", lower_bound=1)
   flags.DEFINE_string("export_dir", None, "If set, export the (best) model as a SavedModel for "
                       "TF Serving into <export_dir>/<next version>/.")
-  flags.DEFINE_bool("export_jit_compile", False, "The export's model compiled by XLA, faster "
-                    "on a CPU (benchmarks/README.md, serving); TF Serving then needs "
-                    "--xla_cpu_compilation_enabled=true.")
 
 
 def define_accelerator_flags() -> None:

@@ -55,15 +55,12 @@ flags.DEFINE_string("data_dir", None, "[Optional] The task's data (run_classifie
                     "requests (else built-in sample texts).")
 flags.DEFINE_string("model_name", "bert", "The model name in the warm-up requests (TF "
                     "Serving's --model_name).")
-flags.DEFINE_bool("jit_compile", False, "--format=tf_serving: the model in the signatures "
-                  "compiled by XLA, faster on a CPU (benchmarks/README.md, serving); TF Serving "
-                  "then needs --xla_cpu_compilation_enabled=true.")
 # --format=tf_hub: --init_checkpoint and what goes with it; --max_seq_length is the
 # preprocessor's sequence length.
 cli.define_model_flags(max_seq_length=128)
 
 # The flags that only one format reads.
-_OWN_FLAGS = {"tf_serving": ("model_dir", "checkpoint", "data_dir", "model_name", "jit_compile"),
+_OWN_FLAGS = {"tf_serving": ("model_dir", "checkpoint", "data_dir", "model_name"),
               "tf_hub": ("init_checkpoint", "bert_config_file", "vocab_file", "do_lower_case",
                          "max_seq_length"),
               "huggingface": ("init_checkpoint", "bert_config_file", "vocab_file",
@@ -89,8 +86,7 @@ def main() -> str:
     return "\n".join(f"{name}: {path}" for name, path in paths.items())
   return saved_model.export_from_output_dir(FLAGS.model_dir, FLAGS.export_dir,
                                             data=FLAGS.data_dir, checkpoint=FLAGS.checkpoint,
-                                            model_name=FLAGS.model_name,
-                                            jit_compile=FLAGS.jit_compile)
+                                            model_name=FLAGS.model_name)
 
 
 def run():
