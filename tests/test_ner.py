@@ -5,8 +5,6 @@ files re-scored; run_ner's one-line errors."""
 import logging
 import os
 import random
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -19,6 +17,7 @@ from bert_tf.tasks.ner import task as ner
 from bert_tf.finetuning import runner, task_class
 from bert_tf.tokenization import FullTokenizer
 from bert_tf.training import distribute
+from entry_points import run_cases
 from toys import VOCAB, make_conll, tiny_config
 
 CONLL = """-DOCSTART- -X- -X- O
@@ -370,21 +369,23 @@ def test_a_predict_only_run_restores_the_tagger(trained, tmp_path):
   assert [r["text"] for r in task.warmup_inputs()][2] == ""
 
 
-def _run_ner(tmp_path, *flags):
-  return subprocess.run(
-      [sys.executable, "-m", "bert_tf.scripts.run_ner", f"--data_dir={tmp_path / 'data'}",
-       f"--output_dir={tmp_path / 'out'}", f"--bert_config_file={tiny_config(tmp_path / 'c.json')}",
-       f"--vocab_file={VOCAB}", "--max_seq_length=16", *flags],
-      capture_output=True, text=True, timeout=900, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
-
-
 @pytest.mark.slow
-def test_cli_exits_non_zero_naming_the_line(tmp_path):
+def test_cli_exits_non_zero_naming_the_line_or_the_flag(tmp_path):
+  """run_ner's one-line errors, both runs in one process: a tag the scheme forbids (its file
+  and line), a --feature_based name that is none of Table 7's."""
   os.makedirs(tmp_path / "data")
   _write(tmp_path / "data" / "train.txt", CONLL)
-  result = _run_ner(tmp_path, "--scheme=iob1", "--do_train")
-  assert result.returncode != 0
-  lines = [line for line in result.stderr.splitlines() if "run_ner: error:" in line]
+  flags = [f"--data_dir={tmp_path / 'data'}", f"--output_dir={tmp_path / 'out'}",
+           f"--bert_config_file={tiny_config(tmp_path / 'c.json')}", f"--vocab_file={VOCAB}",
+           "--max_seq_length=16", "--do_train"]
+  bad_tag, bad_name = run_cases("bert_tf.scripts.run_ner",
+                                [[*flags, "--scheme=iob1"],
+                                 [*flags, "--feature_based=last_four_concat"]])
   train = tmp_path / "data" / "train.txt"
-  assert len(lines) == 1 and lines[0].startswith(f"run_ner: error: {train}:3: B-")
-  assert "which IOB1 forbids" in lines[0] and "Traceback" not in result.stderr
+  for result in bad_tag, bad_name:
+    assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr[-2000:]
+  [line] = [line for line in bad_tag.stderr.splitlines() if "run_ner: error:" in line]
+  assert line.startswith(f"run_ner: error: {train}:3: B-") and "which IOB1 forbids" in line
+  assert [line for line in bad_name.stderr.splitlines() if "run_ner: error:" in line] == [
+      "run_ner: error: --feature_based=last_four_concat: must be one of embeddings, "
+      "second_to_last, last, sum_last_four, concat_last_four, sum_all (or empty: fine-tuning)"]

@@ -1,11 +1,10 @@
 """run_ner --feature_based (the paper's Table 7): each combination of a frozen encoder's layers
 (their values and widths, ELMo's scalar mix), the BiLSTM's padding mask, a training run through
 the runner that leaves every encoder weight bit-identical while the head learns a toy task,
-task_config.json and export rebuilding the same tagger, and the flag's one-line errors."""
+task_config.json and export rebuilding the same tagger (the flag's one-line error: test_ner's CLI
+test, in the same process as its other run)."""
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -189,20 +188,3 @@ def test_task_config_and_export_rebuild_the_same_tagger(trained):
       text=tf.constant([" ".join(s.words) for s in sentences]))["tags"].numpy()
   assert [[t.decode() for t in row[:len(e)]] for row, e in zip(tags, expected)] == expected
   assert sum(t != "O" for e in expected for t in e) > 5
-
-
-@pytest.mark.slow
-def test_cli_refuses_a_bad_name_in_one_line(tmp_path):
-  make_conll(tmp_path / "data", {"train": 2, "dev": 1})
-  CONFIG.to_json_file(str(tmp_path / "c.json"))
-  result = subprocess.run(
-      [sys.executable, "-m", "bert_tf.scripts.run_ner", f"--data_dir={tmp_path / 'data'}",
-       f"--output_dir={tmp_path / 'out'}", f"--bert_config_file={tmp_path / 'c.json'}",
-       f"--vocab_file={VOCAB}", "--do_train", "--feature_based=last_four_concat"],
-      capture_output=True, text=True, timeout=900, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
-  assert result.returncode != 0
-  lines = [line for line in result.stderr.splitlines() if "run_ner: error:" in line]
-  assert lines == ["run_ner: error: --feature_based=last_four_concat: must be one of embeddings, "
-                   "second_to_last, last, sum_last_four, concat_last_four, sum_all (or empty: "
-                   "fine-tuning)"], result.stderr[-2000:]
-  assert "Traceback" not in result.stderr
