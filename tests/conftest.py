@@ -45,7 +45,7 @@ from toys import VOCAB
 def pytest_configure(config):
   config.addinivalue_line("markers", "slow: takes more than a few seconds (trains, exports "
                           "or starts processes); `-m 'not slow'` leaves it out")
-  processes.graph_rewrites_off()
+  processes.tiny_model_settings()
 
 
 def pytest_collection_modifyitems(items):

@@ -114,7 +114,7 @@ def test_multi_worker_mirrored_two_processes_train_and_checkpoint(tmp_path):
 def _mirrored_driver(work_dir: str) -> None:
   """Trains 4 steps on one device and on 2 mirrored CPU devices, from the same init."""
   processes.two_cpu_devices()
-  processes.graph_rewrites_off()
+  processes.tiny_model_settings()
   records = write_pretraining_records(os.path.join(work_dir, "data.tfrecord"), 64)
   init = write_init_checkpoint(os.path.join(work_dir, "init", "ckpt"))
   results, replicas = {}, []

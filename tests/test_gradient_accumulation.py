@@ -262,7 +262,7 @@ def test_mirrored_one_all_reduce_per_update_and_the_whole_batch_update(tmp_path)
 
 def _mirrored_driver(work_dir: str) -> None:
   processes.two_cpu_devices()
-  processes.graph_rewrites_off()
+  processes.tiny_model_settings()
   records = write_uneven_records(os.path.join(work_dir, "data.tfrecord"), 64)
   init = write_init_checkpoint(os.path.join(work_dir, "init", "ckpt"))
   train(distribute.get_strategy("one_device"), records, init,

@@ -197,7 +197,7 @@ def _several_replicas_driver() -> None:
   """Under Mirrored over two CPUs: with dropout, building a recomputing encoder is refused;
   without, a replica's gradients with recompute equal those without."""
   processes.two_cpu_devices()
-  processes.graph_rewrites_off()
+  processes.tiny_model_settings()
   from bert_tf.modeling.configs import BertConfig  # pylint: disable=g-import-not-at-top
   config = BertConfig(vocab_size=1000, hidden_size=32, num_hidden_layers=2,
                       num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)
