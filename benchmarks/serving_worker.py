@@ -10,8 +10,12 @@ call of the worker's `predict`, timed alone (time.perf_counter around the call: 
 is already in memory, the answer is the call's return value, as a server's handler sees them).
 The answer: {"seconds": [one per batch], "outputs": [predict's JSON-able answers] or absent}.
 An empty line (or end of input) stops the loop.
+
+`stage_p50_ms` is the round of a stage-by-stage table (peers/serving_stages.py, and the peer's
+`--stages`), timed alike on both sides.
 """
 import json
+import statistics
 import sys
 import time
 from typing import Callable
@@ -35,3 +39,15 @@ def serve(predict: Callable[[list[dict]], object], ready: dict) -> None:
     if request.get("outputs"):
       reply["outputs"] = outputs
     print(json.dumps(reply), flush=True)
+
+
+def stage_p50_ms(stages: dict[str, Callable[[int], object]], num_requests: int) -> dict:
+  """{stage: p50 ms} of each stage(i) over requests 0..num_requests-1, the stages of one request
+  one after another, each call timed alone (a stage-by-stage table's round; warm up first)."""
+  seconds = {name: [] for name in stages}
+  for i in range(num_requests):
+    for name, stage in stages.items():
+      start = time.perf_counter()
+      stage(i)
+      seconds[name].append(time.perf_counter() - start)
+  return {name: round(statistics.median(s) * 1000, 3) for name, s in seconds.items()}

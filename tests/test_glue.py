@@ -84,12 +84,18 @@ def test_mnli_matched_and_mismatched(tmp_path):
   assert (mismatched[0].text_b, mismatched[0].label) == ("mm b", "entailment")
 
 
-def test_xnli_filters_language_and_renames_contradictory(tmp_path):
-  _write(tmp_path / "multinli" / "multinli.train.de.tsv",
-         [_tsv("premise", "hypo", "label"), _tsv("Ein Satz.", "Noch einer.", "contradictory")])
+def _xnli_original(folder, train_language: str, premise: str, hypothesis: str) -> None:
+  """google-research/bert's XNLI layout in `folder`: XNLI-MT's train file of one language (one
+  "contradictory" row) and xnli.dev.tsv with a German and a French row."""
+  _write(folder / "multinli" / f"multinli.train.{train_language}.tsv",
+         [_tsv("premise", "hypo", "label"), _tsv(premise, hypothesis, "contradictory")])
   dev_row = lambda lang, label, a: _tsv(lang, label, "", "", "", "", a, "b")
-  _write(tmp_path / "xnli.dev.tsv", ["header", dev_row("de", "neutral", "Hallo."),
-                                      dev_row("fr", "entailment", "Bonjour.")])
+  _write(folder / "xnli.dev.tsv", ["header", dev_row("de", "neutral", "Hallo."),
+                                    dev_row("fr", "entailment", "Bonjour.")])
+
+
+def test_xnli_filters_language_and_renames_contradictory(tmp_path):
+  _xnli_original(tmp_path, "de", "Ein Satz.", "Noch einer.")
   task = glue.get_task_data("XNLI", xnli_language="de")
   [train] = task.get_examples(str(tmp_path), task.train)
   assert train.label == "contradiction"
@@ -137,11 +143,7 @@ def test_xnli_per_language_layout_one_language_and_all(tmp_path):
 
 
 def test_xnli_original_layout_all_languages(tmp_path):
-  _write(tmp_path / "multinli" / "multinli.train.en.tsv",
-         [_tsv("premise", "hypo", "label"), _tsv("A sentence.", "Another.", "contradictory")])
-  dev_row = lambda lang, label, a: _tsv(lang, label, "", "", "", "", a, "b")
-  _write(tmp_path / "xnli.dev.tsv", ["header", dev_row("de", "neutral", "Hallo."),
-                                      dev_row("fr", "entailment", "Bonjour.")])
+  _xnli_original(tmp_path, "en", "A sentence.", "Another.")
   task = glue.get_task_data("XNLI", str(tmp_path), xnli_language="all")
   assert task.get_examples(str(tmp_path), task.train)[0].label == "contradiction"
   dev = task.get_examples(str(tmp_path), task.eval_splits[0])

@@ -30,9 +30,7 @@ less the encoder), total.
 import argparse
 import json
 import sys
-import time
 
-import numpy as np
 
 import torch
 import transformers
@@ -78,13 +76,7 @@ def stage_times(args) -> dict:
   for i in range(len(requests)):  # Warm-up.
     for stage in stages.values():
       stage(i)
-  seconds = {name: [] for name in stages}
-  for i in range(len(requests)):
-    for name, stage in stages.items():
-      start = time.perf_counter()
-      stage(i)
-      seconds[name].append(time.perf_counter() - start)
-  p50 = {name: round(float(np.median(s)) * 1000, 3) for name, s in seconds.items()}
+  p50 = serving_worker.stage_p50_ms(stages, len(requests))
   p50["head"] = round(p50["model"] - p50["encoder"], 3)
   return p50
 

@@ -26,9 +26,7 @@ line.
 import argparse
 import json
 import os
-import time
 
-import numpy as np
 import tensorflow as tf
 
 from bert_tf.finetuning import runner
@@ -37,13 +35,10 @@ from bert_tf.tasks.classification import glue
 from benchmarks import child  # the peer in a fresh process
 from benchmarks import data_root  # $BERT_TF_DATA
 from benchmarks import peer_python  # $BERT_TF_PEER_PYTHON
+from benchmarks import serving_worker
 from benchmarks.peers import serving_compare
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def _p50_ms(seconds: list[float]) -> float:
-  return round(float(np.median(seconds)) * 1000, 3)
 
 
 def our_stages(model, task, tokenizer, sentences: list[str]):
@@ -67,13 +62,7 @@ def our_stages(model, task, tokenizer, sentences: list[str]):
       stage(i)
 
   def time_round() -> dict:
-    seconds = {name: [] for name in stages}
-    for i in range(len(texts)):
-      for name, stage in stages.items():
-        start = time.perf_counter()
-        stage(i)
-        seconds[name].append(time.perf_counter() - start)
-    p50 = {name: _p50_ms(s) for name, s in seconds.items()}
+    p50 = serving_worker.stage_p50_ms(stages, len(texts))
     p50["head"] = round(p50["model"] - p50["encoder"], 3)
     p50["overhead"] = round(p50["total"] - p50["tokenize+pack"] - p50["model"], 3)
     return p50
