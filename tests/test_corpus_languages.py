@@ -29,7 +29,8 @@ BERLIN = ("[[Datei:Berlin Skyline.jpg|mini|links|Die Skyline von [[Berlin]] im S
           "Die Stadt ist ein [[Land (Deutschland)|Land]].[[File:Wappen.svg|20px]]"
           "[[Medium:Hymne.ogg]]\n"
           "Das Wort [[wikt:de:Hauptstadt|Hauptstadt]] und die [[:Kategorie:Berlin|Kategorie]]."
-          "\n[[Kategorie:Berlin| ]]\n[[Category:Capitals]]\n[[en:Berlin]]\n[[zh-yue:柏林]]")
+          "\n[[Kategorie:Berlin|Stadt in Deutschland]]\n[[Category:Capitals]]\n[[en:Berlin]]"
+          "\n[[zh-yue:柏林]]")
 BERLIN_TEXT = ["Berlin ist die Hauptstadt der Bundesrepublik Deutschland.",
                "Die Stadt ist ein Land.",
                "Das Wort Hauptstadt und die Kategorie."]
@@ -107,6 +108,15 @@ def test_german_and_chinese_files_and_categories_leave_nothing_under_any_name():
                    "[[THỂ LOẠI:Thủ đô]]", vietnamese) == ["Hà Nội là thủ đô."]
 
 
+def test_a_file_under_another_wikis_name_is_hidden_by_its_file_name():
+  # Russian text behind English Wikipedia's <siteinfo> (the shared ru minidump's "Berlin"):
+  # Файл is Russian's (and Bulgarian's, Ukrainian's...) name for files.
+  text = ("[[Файл:Berlin Mauer 1961.jpg|thumb|200px|Берлинская стена.]]Берлин — столица "
+          "Германии.[[Imagine: John Lennon]] — фильм.[[Fil:Plan.SVG ]][[Kategorie:Berlin]]")
+  assert _passages(text, ENGLISH_SITEINFO) == [
+      "Берлин — столица Германии.Imagine: John Lennon — фильм.Kategorie:Berlin"]
+
+
 def test_a_dump_with_its_own_siteinfo_needs_no_flag(tmp_path):
   german = _dump(tmp_path, "dewiki", GERMAN_SITEINFO, [(1, "Berlin", BERLIN)], compress=True)
   chinese = _dump(tmp_path, "zhwiki", CHINESE_SITEINFO, [(2, "北京市", BEIJING)])
@@ -131,8 +141,10 @@ def test_language_over_an_english_siteinfo_wins_and_is_logged(tmp_path, caplog):
   # As the shared minidumps: German article text behind English Wikipedia's <siteinfo>.
   dump = _dump(tmp_path, "minidump", ENGLISH_SITEINFO, [(1, "Berlin", BERLIN)])
   leaked, wikis = _clean([dump])
-  assert wikis.config.language == "en"  # the siteinfo's: the German names are not known
-  assert any("mini|links|Die Skyline von Berlin im Sommer" in line for line in leaked[0])
+  assert wikis.config.language == "en"  # the siteinfo's: the German names are not known,
+  # but for files, known by their file names under any wiki's name (Datei, Bild): the
+  # category's sort key is what shows.
+  assert leaked[0] == BERLIN_TEXT + ["Stadt in Deutschland"]
   with caplog.at_level(logging.WARNING):
     pages, wikis = _clean([dump], language="de")
   assert wikis.config.language == "de"

@@ -11,7 +11,12 @@ a dump's links are hidden under the union of
   - the names its <siteinfo> gives namespaces -2, 6 and 14,
   - the table's names and aliases (namespaces.json: 111 wikis' siteinfo, made by
     benchmarks/make_namespace_table.py) for the run's language and for the language the
-    dump's <siteinfo> names.
+    dump's <siteinfo> names;
+and a link to a file under any wiki's name for files and media is hidden too where its target
+is a file's name (`is_file_link`: `[[Файл:Berlin.jpg|thumb|...]]` in Russian text behind an
+English <siteinfo>). Only with the file's extension: some wikis' names are words a title may
+start with in another (Romanian's `Imagine`, Dutch's `Medium`: `[[Imagine: John Lennon]]` is a
+film), and a category's target has no such mark, so categories stay the run's languages'.
 Names compare as MediaWiki compares them: case-insensitive, `_` a space (`normalized`).
 
 The standard library only: this runs in the workers.
@@ -19,11 +24,15 @@ The standard library only: this runs in the workers.
 import functools
 import json
 import os
+import re
 
 # The namespaces a link into shows no text, by key: their canonical names.
 HIDDEN_NAMESPACES = {-2: "Media", 6: "File", 14: "Category"}
 ENGLISH = frozenset({"media", "file", "image", "category"})
 TABLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "namespaces.json")
+# The extensions of the files a wiki shows (images, sound, video, documents, 3-D models).
+FILE_NAME = re.compile(r"\.(?:jpe?g|png|gif|svg|tiff?|webp|xcf|ogg|oga|ogv|opus|webm|mp3|wav|"
+                       r"flac|midi?|pdf|djvu|stl)$", re.IGNORECASE)
 
 
 def normalized(name: str) -> str:
@@ -59,3 +68,16 @@ def hidden_names(languages: tuple[str | None, ...], siteinfo_names=()) -> frozen
     for kind in _table().get(code, {}).values():
       names.update(map(normalized, kind))
   return frozenset(names)
+
+
+@functools.cache
+def _file_names_of_every_wiki() -> frozenset[str]:
+  return frozenset(normalized(name) for kinds in _table().values()
+                   for kind in (HIDDEN_NAMESPACES[-2], HIDDEN_NAMESPACES[6])
+                   for name in kinds.get(kind, ()))
+
+
+def is_file_link(prefix: str, target: str) -> bool:
+  """Whether `[[prefix:target]]` links to a file under any wiki's name for files or media
+  (`prefix` normalized), its target a file's name."""
+  return prefix in _file_names_of_every_wiki() and FILE_NAME.search(target.rstrip()) is not None

@@ -74,16 +74,18 @@ _Tokenizer = wiki_parser.CTokenizer or python_tokenizer.Tokenizer
 
 def hidden_link_test(names: frozenset[str]) -> Callable[[str], bool]:
   """The test of whether `[[title]]` shows nothing in the text: a link to a file, medium or
-  category under one of `names` (`namespaces.hidden_names`), or an interlanguage link. A
-  leading colon (`[[:Category:X]]`) makes it an ordinary, visible link. (A closure, made once
-  a run: it runs for every link of every page.)"""
+  category under one of `names` (`namespaces.hidden_names`), to a file under any wiki's name
+  (`namespaces.is_file_link`), or an interlanguage link. A leading colon (`[[:Category:X]]`)
+  makes it an ordinary, visible link. (A closure, made once a run: it runs for every link of
+  every page.)"""
 
   def hidden_link(title: str) -> bool:
     if ":" not in title or title.startswith(":"):
       return False
-    prefix = namespaces.normalized(title.split(":", 1)[0])
-    return prefix in names or (INTERLANGUAGE.match(title) is not None
-                               and prefix not in INTERWIKI_PROJECTS)
+    prefix, target = title.split(":", 1)
+    prefix = namespaces.normalized(prefix)
+    return (prefix in names or namespaces.is_file_link(prefix, target)
+            or (INTERLANGUAGE.match(title) is not None and prefix not in INTERWIKI_PROJECTS))
 
   return hidden_link
 
