@@ -261,6 +261,15 @@ def test_undefined_metrics_are_zero():
       "accuracy": 1.0, "mcc": 0.0}
 
 
+def test_metrics_by_group_weigh_each_group_alike():
+  """XNLI's per-language scores (the GLUE peer computes them with the same function): the
+  mean is over the groups, not the examples."""
+  labels, preds = np.array([0, 1, 1, 0, 1]), np.array([0, 1, 0, 0, 0])
+  groups = np.array(["de", "de", "de", "en", "en"])
+  assert metrics.compute_by_group(("accuracy",), labels, preds, groups) == pytest.approx({
+      "accuracy": (2 / 3 + 1 / 2) / 2, "accuracy_de": 2 / 3, "accuracy_en": 1 / 2})
+
+
 # ---------------------------------------------------------------------------- features
 
 @pytest.fixture(scope="module")

@@ -52,3 +52,15 @@ METRICS = {"accuracy": accuracy, "f1": f1, "macro_f1": macro_f1, "mcc": mcc,
 def compute(names: tuple[str, ...], labels: np.ndarray, predictions: np.ndarray) -> dict:
   """{name: value} for each metric name in `names` (keys of `METRICS`)."""
   return {name: METRICS[name](labels, predictions) for name in names}
+
+
+def compute_by_group(names: tuple[str, ...], labels: np.ndarray, predictions: np.ndarray,
+                     groups: np.ndarray) -> dict:
+  """Each metric per group (`accuracy_de` for group "de": XNLI's languages) and, under its own
+  name, its mean over the groups: each language counts alike, whatever its size."""
+  per_group = {group: compute(names, labels[groups == group], predictions[groups == group])
+               for group in sorted(set(groups))}
+  results = {name: float(np.mean([m[name] for m in per_group.values()])) for name in names}
+  for group, group_results in per_group.items():
+    results.update({f"{name}_{group}": value for name, value in group_results.items()})
+  return results

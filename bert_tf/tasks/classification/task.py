@@ -187,16 +187,11 @@ class ClassificationTask(FineTuningTask):
     else:
       scores = np.argmax(logits, -1)
       loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits))
-    results = metrics_lib.compute(self.data.metrics, labels, scores)
     if self.data.by_language:
-      languages = np.array([e.language for e in examples])
-      per_language = {language: metrics_lib.compute(self.data.metrics,
-                                                    labels[languages == language],
-                                                    scores[languages == language])
-                      for language in sorted(set(languages))}
-      for name in list(results):
-        results[name] = float(np.mean([m[name] for m in per_language.values()]))
-        results.update({f"{name}_{language}": m[name] for language, m in per_language.items()})
+      results = metrics_lib.compute_by_group(self.data.metrics, labels, scores,
+                                             np.array([e.language for e in examples]))
+    else:
+      results = metrics_lib.compute(self.data.metrics, labels, scores)
     results["loss"] = float(loss)
     return results
 
