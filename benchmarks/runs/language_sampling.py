@@ -38,7 +38,8 @@ from data_gen.pretraining_data.config import PretrainingDataConfig
 VOCAB_SIZE = 8000
 
 
-def _english(folder: str) -> str:
+def english_corpus(folder: str) -> str:
+  """The English text: two Gutenberg novels and WikiExtractor's Wikipedia sample, one file."""
   path = os.path.join(folder, "en.txt")
   with open(path, "w", encoding="utf-8") as out:
     for name in ("books/155-0.txt", "books/2511-0.txt"):
@@ -50,15 +51,36 @@ def _english(folder: str) -> str:
   return path
 
 
-def _xnli(folder: str, language: str) -> str:
+PREMISES, HYPOTHESES = 0, 1  # XNLI's columns
+
+
+def xnli_sentences(folder: str, language: str, column: int = PREMISES) -> str:
+  """XNLI dev's premises (or hypotheses) in `language`, each once, ten to a document."""
   with open(data_root.path(f"xnli/dev-{language}.tsv"), encoding="utf-8") as f:
-    premises = list(dict.fromkeys(row[0] for row in csv.reader(f, delimiter="\t",
-                                                               quoting=csv.QUOTE_NONE)))
-  path = os.path.join(folder, f"{language}.txt")
+    sentences = list(dict.fromkeys(row[column] for row in csv.reader(f, delimiter="\t",
+                                                                     quoting=csv.QUOTE_NONE)))
+  path = os.path.join(folder, f"{language}-{('premises', 'hypotheses')[column]}.txt")
   with open(path, "w", encoding="utf-8") as out:
-    for start in range(0, len(premises), 10):
-      out.write("\n".join(premises[start:start + 10]) + "\n\n")
+    for start in range(0, len(sentences), 10):
+      out.write("\n".join(sentences[start:start + 10]) + "\n\n")
   return path
+
+
+def corpus(folder: str) -> dict[str, list[str]]:
+  """The four languages' files, by language: English ~43x each of the others in sentences."""
+  return {"en": [english_corpus(folder)],
+          **{language: [xnli_sentences(folder, language)] for language in ("de", "es", "fr")}}
+
+
+def shared_vocab(counted: dict[str, tuple[collections.Counter, int]], smoothing: float,
+                 path: str) -> dict[str, dict[str, float]]:
+  """build_vocab's shared vocab written to `path`: the languages' word counts (`counted`:
+  vocab.count_language's) weighed at `smoothing`. Returns the languages' shares."""
+  shares = languages.smoothed_shares({l: n for l, (_, n) in counted.items()}, smoothing)
+  weighed = vocab.weigh_languages({l: words for l, (words, _) in counted.items()},
+                                  {l: share["rate"] for l, share in shares.items()})
+  vocab.write_vocab(vocab.learn_vocab(weighed, VOCAB_SIZE, min_token_count=5), path)
+  return shares
 
 
 def _pieces_per_word(word_counts: collections.Counter, tokenizer) -> float:
@@ -72,20 +94,15 @@ def main():
   if data_root.path() is None:
     sys.exit(f"set ${data_root.ENV} to the data folder (../shared/data)")
   folder = tempfile.mkdtemp(prefix="language_sampling-")
-  files = {"en": [_english(folder)]}
-  files.update({language: [_xnli(folder, language)] for language in ("de", "es", "fr")})
+  files = corpus(folder)
   counted = {language: vocab.count_language(paths, True) for language, paths in files.items()}
 
   print("| S | language | sentences | raw share | weighed share | [UNK] rate | pieces per word |")
   print("|---|---|---|---|---|---|---|")
   vocab_files = {}
   for smoothing in (1.0, 0.7):
-    shares = languages.smoothed_shares({l: n for l, (_, n) in counted.items()}, smoothing)
-    weighed = vocab.weigh_languages({l: words for l, (words, _) in counted.items()},
-                                    {l: share["rate"] for l, share in shares.items()})
-    tokens = vocab.learn_vocab(weighed, VOCAB_SIZE, min_token_count=5)
     vocab_files[smoothing] = os.path.join(folder, f"vocab-{smoothing}.txt")
-    vocab.write_vocab(tokens, vocab_files[smoothing])
+    shares = shared_vocab(counted, smoothing, vocab_files[smoothing])
     tokenizer = FullTokenizer(vocab_files[smoothing], do_lower_case=True)
     for language, (words, sentences) in counted.items():
       print(f"| {smoothing} | {language} | {sentences:,} | {shares[language]['raw_share']:.3f} "
