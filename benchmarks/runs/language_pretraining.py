@@ -56,11 +56,11 @@ LANGUAGES = ("en", "de", "es", "fr")
 HELD_OUT_SEED = 12345
 
 
-def records(files, path: str, tokenizer, config: PretrainingDataConfig) -> str:
-  """create_pretraining_data into two shards at `path`; their glob."""
-  pipeline.create_pretraining_data(files, shard_paths([path], 2), tokenizer, config,
-                                   FLAGS.num_workers)
-  return path + "-*-of-*"
+def records(files, path: str, tokenizer, config: PretrainingDataConfig) -> tuple[str, dict]:
+  """create_pretraining_data into two shards at `path`: their glob, the job's stats."""
+  stats = pipeline.create_pretraining_data(files, shard_paths([path], 2), tokenizer, config,
+                                           FLAGS.num_workers)
+  return path + "-*-of-*", stats
 
 
 def pretrain(bert_config: str, input_file: str, output_dir: str, seed: int) -> None:
@@ -101,20 +101,22 @@ def main(argv):
   demo.write_small_config(vocab_file, bert_config)
 
   shapes = dict(max_seq_length=demo.SEQ_LEN, max_predictions_per_seq=demo.MAX_PREDICTIONS)
-  held_out = {language: records(
-      [language_sampling.xnli_sentences(out, language, language_sampling.HYPOTHESES)],
-      os.path.join(out, "held_out", language, "eval.tfrecord"), tokenizer,
-      PretrainingDataConfig(**shapes, dupe_factor=5, random_seed=HELD_OUT_SEED))
-              for language in LANGUAGES}
+  held_out, masked = {}, {}
+  for language in LANGUAGES:
+    text = language_sampling.xnli_sentences(out, language, language_sampling.HYPOTHESES)
+    held_out[language], stats = records(
+        [text], os.path.join(out, "held_out", language, "eval.tfrecord"), tokenizer,
+        PretrainingDataConfig(**shapes, dupe_factor=5, random_seed=HELD_OUT_SEED))
+    masked[language] = stats["masked_tokens"]
 
   accuracy, seconds = {}, {}
   for smoothing in map(float, FLAGS.smoothings):
     for seed in map(int, FLAGS.seeds):
       start = time.monotonic()
       run = os.path.join(out, f"S{smoothing}_seed{seed}")
-      train = records(files, os.path.join(run, "records", "pretrain.tfrecord"), tokenizer,
-                      PretrainingDataConfig(**shapes, dupe_factor=2, random_seed=seed,
-                                            language_smoothing=smoothing))
+      train, _ = records(files, os.path.join(run, "records", "pretrain.tfrecord"), tokenizer,
+                         PretrainingDataConfig(**shapes, dupe_factor=2, random_seed=seed,
+                                               language_smoothing=smoothing))
       pretrain(bert_config, train, os.path.join(run, "model"), seed)
       for language in LANGUAGES:
         accuracy[smoothing, seed, language] = masked_lm_accuracy(
@@ -125,7 +127,8 @@ def main(argv):
   smoothings, seeds = list(map(float, FLAGS.smoothings)), list(map(int, FLAGS.seeds))
   mean = {(s, l): statistics.mean(accuracy[s, seed, l] for seed in seeds)
           for s in smoothings for l in LANGUAGES}
-  print(f"\nheld-out masked-LM accuracy, {FLAGS.num_train_steps} steps")
+  print(f"\nheld-out masked-LM accuracy, {FLAGS.num_train_steps} steps; masked tokens held "
+        "out: " + ", ".join(f"{l} {masked[l]:,}" for l in LANGUAGES))
   print("| S | seed | " + " | ".join(LANGUAGES) + " |")
   print("|---" * (2 + len(LANGUAGES)) + "|")
   for s in smoothings:
