@@ -34,7 +34,10 @@ By task (the requests, the peer, the check of the outputs):
 
 The sides: ours is benchmarks/runs/serving.py --worker, a process that imports tensorflow and
 tensorflow_text only (it prints the foreign modules it holds: none), the SavedModel's
-`serving_default` called with tf.string tensors, TensorFlow's inter-op threads set to
+`serving_default` given the requests' strings, two ways (--runtimes, both by default, each a
+worker of its own): side bert_tf_session runs it in a v1 Session as TF Serving's model server
+does (Session.run: no TF2 function call around it), side bert_tf calls it as a TF2 function
+from Python (tf.saved_model.load). TensorFlow's inter-op threads set to
 --threads and its intra-op threads to --intra_op_threads (default 1, how we serve: each op on
 one thread, independent ops and two chunks of a batch side by side; 2 and 2 gave batch-1 p50
 ~1.1-1.4x transformers'). The peer is hf_serving_peer.py in --peer_python, torch's intra- and
@@ -48,7 +51,8 @@ batch 1 (untimed warm-up), then --rounds rounds each of: every request at batch 
 another, in blocks of --block alternating between the sides (which side starts alternates
 too); then the requests in batches of 32, in blocks of 4 batches, alternated alike. Per round
 and side: p50 and p99 of the batch-1 latency (ms), batch-32 requests per second (the requests
-over the summed batch times); ratios bert_tf / peer (latency: below 1, ours is faster;
+over the summed batch times); ratios ours / peer, `ratio_session` for bert_tf_session and
+`ratio` for bert_tf (latency: below 1, ours is faster;
 throughput: above 1, ours is faster). Prints the CPU's model name (the ratios move with it:
 benchmarks/README.md, serving), a table, then one JSON line with everything (the CPU and the
 load average at the end included).
@@ -134,6 +138,10 @@ class Worker:
     self.process.wait()
 
 
+# Our worker's side by its --runtime (benchmarks/runs/serving.py).
+OUR_SIDES = {"function": "bert_tf", "session": "bert_tf_session"}
+
+
 def _alternate(sides: dict, requests: list[list[dict]], block: int, flip: bool) -> dict:
   """{side: seconds per request}: blocks of `block` requests, each run by both sides, the side
   that starts alternating from block to block (the other one first when `flip`)."""
@@ -205,8 +213,11 @@ def _squad(args, task, model, tokenizer) -> tuple[list[dict], list[str], callabl
   write_hf_folder(model, args.base_model, hf_dir, "BertForQuestionAnswering", "qa_outputs", {})
 
   def check(outputs: dict[str, list]) -> dict:
-    ours, peer = ([a.strip() for o in outputs[n] for a in o["answer"]] for n in outputs)
-    return {"same_answer_text": float(np.mean([a == b for a, b in zip(ours, peer)]))}
+    answers = {name: [a.strip() for o in side for a in o["answer"]]
+               for name, side in outputs.items()}
+    peer = answers.pop("peer")
+    return {name: {"same_answer_text": float(np.mean([a == b for a, b in zip(ours, peer)]))}
+            for name, ours in answers.items()}
   c = task.config
   peer = ["--task=squad", f"--model_dir={hf_dir}", f"--max_seq_length={c.max_seq_length}",
           f"--doc_stride={c.doc_stride}", f"--max_query_length={c.max_query_length}"]
@@ -227,12 +238,15 @@ def _ner(args, task, model, tokenizer) -> tuple[list[dict], list[str], callable]
                    "label2id": {l: i for i, l in enumerate(labels)}})
 
   def check(outputs: dict[str, list]) -> dict:
-    ours = [{(t, s, e) for t, s, e, _ in zip(types, starts, ends, range(n))}
-            for o in outputs["bert_tf"]
-            for types, starts, ends, n in zip(o["entity_type"], o["start"], o["end"],
-                                              o["num_entities"])]
-    peer = [{tuple(e) for e in entities} for o in outputs["peer"] for entities in o["entities"]]
-    return {"same_entities": float(np.mean([a == b for a, b in zip(ours, peer)]))}
+    peer = [{tuple(e) for e in entities} for o in outputs.pop("peer")
+            for entities in o["entities"]]
+    found = {name: [{(t, s, e) for t, s, e, _ in zip(types, starts, ends, range(n))}
+                    for o in side
+                    for types, starts, ends, n in zip(o["entity_type"], o["start"], o["end"],
+                                                      o["num_entities"])]
+             for name, side in outputs.items()}
+    return {name: {"same_entities": float(np.mean([a == b for a, b in zip(ours, peer)]))}
+            for name, ours in found.items()}
   peer = ["--task=ner", f"--model_dir={hf_dir}", f"--max_seq_length={task.config.max_seq_length}"]
   return requests, peer, check
 
@@ -254,6 +268,11 @@ def main():
   parser.add_argument("--threads", type=int, default=2)
   parser.add_argument("--intra_op_threads", type=int, default=1,
                       help="Our worker's TensorFlow intra-op threads (the module docstring).")
+  parser.add_argument("--runtimes", default="session,function",
+                      help="Our sides, comma-separated: 'session' (the export run in a v1 "
+                      "Session, as TF Serving runs it: side bert_tf_session, ratio_session) and "
+                      "'function' (its signature called as a TF2 function from Python: side "
+                      "bert_tf, ratio); benchmarks/runs/serving.py --runtime.")
   parser.add_argument("--num_sentences", type=int, default=400)
   parser.add_argument("--rounds", type=int, default=2)
   parser.add_argument("--block", type=int, default=50)
@@ -267,12 +286,14 @@ def main():
   env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2",
              RAYON_NUM_THREADS=str(args.threads))
   env.pop("TF_USE_LEGACY_KERAS", None)  # Set by importing bert_tf; a server has no such thing.
-  sides = {
-      "bert_tf": Worker([sys.executable, "benchmarks/runs/serving.py", "--worker",
+  ours = {OUR_SIDES[runtime]: runtime for runtime in args.runtimes.split(",")}
+  sides = {name: Worker([sys.executable, "benchmarks/runs/serving.py", "--worker",
                          f"--saved_model={args.saved_model}", f"--threads={args.threads}",
-                         f"--intra_op_threads={args.intra_op_threads}"], env),
-      "peer": Worker([args.peer_python, "benchmarks/peers/hf_serving_peer.py",
-                      f"--threads={args.threads}", *peer_flags], env)}
+                         f"--intra_op_threads={args.intra_op_threads}", f"--runtime={runtime}"],
+                        env)
+           for name, runtime in ours.items()}
+  sides["peer"] = Worker([args.peer_python, "benchmarks/peers/hf_serving_peer.py",
+                          f"--threads={args.threads}", *peer_flags], env)
   batches32 = [requests[i:i + BATCH] for i in range(0, len(requests), BATCH)]
   singles = [[r] for r in requests]
   parity = check({name: side.run(batches32, outputs=True)["outputs"]
@@ -284,18 +305,21 @@ def main():
     batch1 = _alternate(sides, singles, args.block, flip=r % 2 == 1)
     batch32 = _alternate(sides, batches32, 4, flip=r % 2 == 1)
     result = {name: _summary(batch1[name], batch32[name], len(requests)) for name in sides}
-    ours, peer = result["bert_tf"], result["peer"]
-    result["ratio"] = {k: round(ours[k] / peer[k], 3) for k in ours}
+    peer = result["peer"]
+    for name in ours:
+      result[name.replace("bert_tf", "ratio")] = {
+          k: round(result[name][k] / peer[k], 3) for k in peer}
     rounds.append(result)
   for side in sides.values():
     side.close()
 
   cpu = cpu_model()
   print(f"CPU: {cpu}")
-  print(f"{'round':>5} {'side':>8} {'p50 ms':>8} {'p99 ms':>8} {'batch-32/s':>11}")
+  print(f"{'round':>5} {'side':>15} {'p50 ms':>8} {'p99 ms':>8} {'batch-32/s':>11}")
   for r, result in enumerate(rounds, 1):
     for name, row in result.items():
-      print(f"{r:>5} {name:>8} {row['p50_ms']:>8} {row['p99_ms']:>8} {row['batch32_per_s']:>11}")
+      print(f"{r:>5} {name:>15} {row['p50_ms']:>8} {row['p99_ms']:>8} "
+            f"{row['batch32_per_s']:>11}")
   print(json.dumps({"task": task.config.kind, "cpu": cpu,
                     "sides": {n: s.ready for n, s in sides.items()}, "parity": parity, "requests": len(requests), "threads": args.threads,
                     "rounds": rounds,

@@ -21,7 +21,14 @@ nowhere: the standalone mode's imports wait in its functions), loads --saved_mod
 requests for `serving_default` on stdin (benchmarks/serving_worker.py), each batch's inputs
 as tf.string tensors; --threads sets TensorFlow's inter-op threads and --intra_op_threads its
 intra-op threads (a server's settings: TF Serving's --tensorflow_inter_op_parallelism and
---tensorflow_intra_op_parallelism).
+--tensorflow_intra_op_parallelism). --runtime picks how the worker calls the signature:
+  function  the SavedModel loaded by tf.saved_model.load, its signature a TF2 function called
+            from Python (what a Python program serving it does);
+  session   the SavedModel loaded into a v1 Session (graph mode, Grappler and oneDNN as
+            TensorFlow sets them), the signature's tensors fed and fetched by Session.run: what
+            TF Serving's model server does in C++ (SavedModelBundle, Session::Run), here with
+            Python's feed and fetch around it. The function call's own cost (its inputs
+            converted, its outputs structured, eager dispatch) is then not in the time.
 """
 import json
 import sys
@@ -50,6 +57,9 @@ flags.DEFINE_bool("worker", False, "Answer requests on stdin instead (the module
 flags.DEFINE_integer("threads", 0, "TensorFlow's inter-op threads, and its intra-op threads "
                      "unless --intra_op_threads is given (0: its default).")
 flags.DEFINE_integer("intra_op_threads", 0, "TensorFlow's intra-op threads (0: --threads).")
+flags.DEFINE_enum("runtime", "function", ["function", "session"],
+                  "With --worker: the signature called as a TF2 function, or run in a v1 "
+                  "Session as TF Serving runs it (the module docstring).")
 
 
 def _time(text_fn, ids_fn, text_requests, ids_requests) -> tuple[np.ndarray, np.ndarray]:
@@ -109,16 +119,37 @@ def _plain(value: np.ndarray):
   return value.tolist()
 
 
-def _work(serve) -> None:
-  """The worker: `serve` (a signature) called on each batch, its outputs as plain lists."""
+def _function(signature):
+  """{name: list} -> {name: numpy array}: the TF2 signature called from Python."""
+  def serve(inputs: dict) -> dict:
+    outputs = signature(**{name: tf.constant(values) for name, values in inputs.items()})
+    return {name: value.numpy() for name, value in outputs.items()}
+  return serve
+
+
+def _session(saved_model: str, intra_op: int, inter_op: int):
+  """{name: list} -> {name: numpy array}: serving_default run in a v1 Session, as TF Serving's
+  SavedModelBundle runs it."""
+  tf.compat.v1.disable_eager_execution()
+  session = tf.compat.v1.Session(graph=tf.Graph(), config=tf.compat.v1.ConfigProto(
+      intra_op_parallelism_threads=intra_op, inter_op_parallelism_threads=inter_op))
+  signature = tf.compat.v1.saved_model.load(
+      session, ["serve"], saved_model).signature_def["serving_default"]
+  fetches = {name: tensor.name for name, tensor in signature.outputs.items()}
+  feeds = {name: tensor.name for name, tensor in signature.inputs.items()}
+  return lambda inputs: session.run(
+      fetches, {feeds[name]: values for name, values in inputs.items()})
+
+
+def _work(serve, threads: dict) -> None:
+  """The worker: `serve` ({input name: list} -> {output name: array}) called on each batch, its
+  outputs as plain lists."""
   def predict(batch: list[dict]) -> dict:
-    outputs = serve(**{name: tf.constant([r[name] for r in batch]) for name in batch[0]})
-    return {name: _plain(value.numpy()) for name, value in outputs.items()}
-  threads = tf.config.threading
+    outputs = serve({name: [r[name] for r in batch] for name in batch[0]})
+    return {name: _plain(value) for name, value in outputs.items()}
   serving_worker.serve(predict, {
-      "side": "bert_tf", "tensorflow": tf.__version__,
-      "threads": {"intra_op": threads.get_intra_op_parallelism_threads(),
-                  "inter_op": threads.get_inter_op_parallelism_threads()},
+      "side": "bert_tf", "tensorflow": tf.__version__, "runtime": FLAGS.runtime,
+      "threads": threads,
       # What a server would not have: none of it imported.
       "foreign_modules": sorted({m.split(".")[0] for m in sys.modules} & {
           "bert_tf", "export", "official", "tf_keras", "tfrecords", "torch", "transformers"})})
@@ -126,13 +157,17 @@ def _work(serve) -> None:
 
 def main(argv):
   del argv
+  threads = {"intra_op": FLAGS.intra_op_threads or FLAGS.threads, "inter_op": FLAGS.threads}
+  if FLAGS.worker and FLAGS.runtime == "session":
+    _work(_session(FLAGS.saved_model, threads["intra_op"], threads["inter_op"]), threads)
+    return
   # Before the first op: TensorFlow fixes its thread pools then.
-  tf.config.threading.set_intra_op_parallelism_threads(FLAGS.intra_op_threads or FLAGS.threads)
-  tf.config.threading.set_inter_op_parallelism_threads(FLAGS.threads)
+  tf.config.threading.set_intra_op_parallelism_threads(threads["intra_op"])
+  tf.config.threading.set_inter_op_parallelism_threads(threads["inter_op"])
   model = tf.saved_model.load(FLAGS.saved_model)
   serve_text = model.signatures["serving_default"]
   if FLAGS.worker:
-    _work(serve_text)
+    _work(_function(serve_text), threads)
     return
   if not FLAGS.data_dir:
     raise app.UsageError("--data_dir is required ($BERT_TF_DATA is unset)")
