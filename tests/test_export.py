@@ -21,6 +21,7 @@ from bert_tf.modeling.configs import BertConfig
 from bert_tf.modeling.task_models import build_classifier
 from bert_tf.tasks.classification import glue, task as classification
 from bert_tf.finetuning import inputs
+from bert_tf.finetuning import windows
 from bert_tf.tasks.classification.task import ClassificationConfig
 from bert_tf.finetuning.runner import TASK_CONFIG
 from bert_tf.tokenization import FullTokenizer
@@ -240,6 +241,33 @@ def test_a_served_batch_is_cut_to_its_longest_and_answers_as_padded(exported):
   for name, ids in packed.items():
     np.testing.assert_array_equal(ids.numpy(), padded[name][:, :longest], err_msg=name)
     assert not padded[name][:, longest:].any()  # Only padding was cut.
+
+
+@pytest.mark.parametrize("rows", [0, 1, 3, 4, 5, 8, 9, 13])
+def test_chunks_answer_in_the_batchs_order_in_a_function_and_a_v1_session(rows):
+  """windows.call_in_chunks (every served signature's model calls): chunks of 4 rows, an even
+  and an odd loop, each row's outputs back in its place, a per-row and a per-position output
+  (its width dynamic), in a TF2 function and in a v1 Session's graph (TF Serving's runtime)."""
+  def fn(chunk):  # Each output says which row of its chunk it came from, and the row's value.
+    x = tf.cast(chunk["x"], tf.float32)
+    place = tf.cast(tf.range(tf.shape(x)[0]), tf.float32)[:, None]
+    return x[:, :1] * 10 + place, x * 10 + place
+
+  shapes = [[None, 1], [None, None]]
+  batch = np.arange(rows * 3, dtype=np.int32).reshape(rows, 3)
+  expected = (batch[:, :1] * 10 + np.arange(rows)[:, None] % 4, batch * 10 +
+              np.arange(rows)[:, None] % 4)
+  spec = tf.TensorSpec([None, None], tf.int32)
+  served = tf.function(lambda x: windows.call_in_chunks(fn, {"x": x}, 4, shapes),
+                       input_signature=[spec])(tf.constant(batch))
+  with tf.Graph().as_default():
+    x = tf.compat.v1.placeholder(tf.int32, [None, None])
+    outputs = windows.call_in_chunks(fn, {"x": x}, 4, shapes)
+    with tf.compat.v1.Session() as session:
+      in_session = session.run(outputs, {x: batch})
+  for got in (served, in_session):
+    for g, want in zip(got, expected):
+      np.testing.assert_array_equal(np.array(g).reshape(want.shape), want)
 
 
 @pytest.mark.slow
