@@ -4,8 +4,9 @@ benchmarks/xnli_data.py writes) with Hugging Face transformers (PyTorch), for qu
 
 Kind: the peer's side (benchmarks/peers/). torch and transformers are NOT project
 dependencies; run it in a venv of its own, with the repository root on the path for the
-recipes, the GLUE reader and the metrics (the reader opens files through tf.io.gfile, so that
-venv needs TensorFlow too):
+recipes, the GLUE reader and the metrics (for local files absl-py, scikit-learn and scipy
+suffice, as in issue 54's XNLI run; the reader opens other file systems through tf.io.gfile,
+which needs TensorFlow):
 
   python3.11 -m venv /tmp/refvenv
   /tmp/refvenv/bin/pip install torch==2.13.0 transformers safetensors tensorflow~=2.20.0
