@@ -21,7 +21,7 @@ Prints a table: per S and seed the masked-LM accuracy in each language, the mean
 seeds per S, and the mean's difference S=0.7 - S=1.0; then each run's seconds.
 
   BERT_TF_DATA=../shared/data PYTHONPATH=. TF_CPP_MIN_LOG_LEVEL=2 \
-    .venv/bin/python -m benchmarks.runs.language_pretraining --num_train_steps=2000
+    .venv/bin/python -m benchmarks.runs.language_pretraining --num_train_steps=3000
 """
 import os
 import shutil
