@@ -112,9 +112,10 @@ def main(argv):
         PretrainingDataConfig(**shapes, dupe_factor=5, random_seed=HELD_OUT_SEED))
     masked[language] = stats["masked_tokens"]
 
+  smoothings, seeds = list(map(float, FLAGS.smoothings)), list(map(int, FLAGS.seeds))
   accuracy, seconds = {}, {}
-  for smoothing in map(float, FLAGS.smoothings):
-    for seed in map(int, FLAGS.seeds):
+  for smoothing in smoothings:
+    for seed in seeds:
       start = time.monotonic()
       run = os.path.join(out, f"S{smoothing}_seed{seed}")
       train, _ = records(files, os.path.join(run, "records", "pretrain.tfrecord"), tokenizer,
@@ -127,7 +128,6 @@ def main(argv):
             os.path.join(run, f"eval_{language}"))
       seconds[smoothing, seed] = time.monotonic() - start
 
-  smoothings, seeds = list(map(float, FLAGS.smoothings)), list(map(int, FLAGS.seeds))
   mean = {(s, l): statistics.mean(accuracy[s, seed, l] for seed in seeds)
           for s in smoothings for l in LANGUAGES}
   print(f"\nheld-out masked-LM accuracy, {FLAGS.num_train_steps} steps; masked tokens held "
