@@ -1,6 +1,6 @@
 """data_gen.corpus.sentences: every registered splitter on hard sentences, the default for real,
 each language's default on its own script (Chinese and Japanese without spaces, German
-abbreviations, Thai left whole), and the one-line errors for an unknown name, a missing library
+abbreviations, Thai left whole) and on a paragraph that changes script, and the one-line errors for an unknown name, a missing library
 or a language a library has no rules for."""
 import configparser
 import importlib.util
@@ -56,6 +56,14 @@ LANGUAGES = [
      ["Das ist z. B. ein Satz.", "Er wohnt in Nr. 5 der Straße.",
       "Es gibt u. a. Äpfel, Birnen usw. und Pflaumen.", "Und noch einer."]),
 ]
+# A paragraph that changes script, as a wiki's may: English, Chinese (no space between its
+# sentences), Hindi, English again. Every script's sentence end ends a sentence, whatever the
+# language's splitter, and a decimal ends none.
+MIXED = ("BERT was released by Google in 2018. It scored 3.5 points more. "
+         "它是一个语言模型。它由谷歌发布！ यह एक भाषा मॉडल है। इसे गूगल ने बनाया॥ It is open.")
+MIXED_SENTENCES = ["BERT was released by Google in 2018.",
+                   "It scored 3.5 points more.", "它是一个语言模型。",
+                   "它由谷歌发布！", "यह एक भाषा मॉडल है।", "इसे गूगल ने बनाया॥", "It is open."]
 THAI = "ประเทศไทยมีประชากรมาก กรุงเทพมหานครเป็นเมืองหลวง อากาศร้อนเกือบทั้งปี"
 
 
@@ -87,6 +95,30 @@ def test_the_default_is_installed_and_splits_the_hardest():
 @pytest.mark.parametrize("language, text, expected", LANGUAGES)
 def test_each_languages_default_splits_its_own_script(language, text, expected):
   assert sentences.get_splitter(sentences.DEFAULT, language)(text) == expected
+
+
+@pytest.mark.parametrize("language", ["zh", "ja", "hi", "en", "de"])
+def test_a_paragraph_that_changes_script_splits_at_every_scripts_sentence_end(language):
+  assert sentences.get_splitter(sentences.DEFAULT, language)(MIXED) == MIXED_SENTENCES
+
+
+def test_latin_text_in_chinese_is_cut_where_english_ends_a_sentence_not_at_a_title():
+  # In Chinese, "." ends a sentence where nupunkt (English's splitter) ends one after a Latin
+  # word; a title, initials or a decimal end none, and a closing quote stays with its sentence.
+  split = sentences.get_splitter(sentences.DEFAULT, "zh")
+  assert split("美国 U.S. 总统访问了北京。Dr. Smith 和 J. K. Rowling 也来了。π 约为 3.14。"
+               "他说：“It is late.” 大家都笑了。") == [
+                   "美国 U.S. 总统访问了北京。", "Dr. Smith 和 J. K. Rowling 也来了。",
+                   "π 约为 3.14。", "他说：“It is late.”", "大家都笑了。"]
+
+
+def test_another_scripts_mark_inside_a_sentence_ends_none():
+  # A quotation's 。 with a comma, a bracket or a lower-case word after it: the sentence goes on.
+  split = sentences.get_splitter(sentences.DEFAULT, "en")
+  assert split("Morning Musume (モーニング娘。, Mōningu Musume) is a group. He wrote (它是。) "
+               "in Chinese. The song 「桜。」 is sung by them.") == [
+                   "Morning Musume (モーニング娘。, Mōningu Musume) is a group.",
+                   "He wrote (它是。) in Chinese.", "The song 「桜。」 is sung by them."]
 
 
 def test_english_keeps_nupunkt_and_a_subtag_takes_its_languages_default():

@@ -17,7 +17,17 @@ benchmarks/runs/sentence_splitters.py: 5-7 MB per CPU second, 35 of 48 Golden Ru
 many boundaries after a title as blingfire on the Gutenberg novels). A language written with
 no sentence punctuation (Thai) keeps one paragraph a line ("paragraph"): no library finds its
 sentences from punctuation, and a cut at every space would cut phrases.
+
+A wiki's paragraph may change script (an English sentence quoted in Chinese, then a Hindi one),
+and a language's splitter knows its own script's sentence ends, not every other's (Punkt's
+German model no 。, its Chinese preset no ". "). So every splitter's sentences are cut again
+at the ends of the scripts that are not the language's (`_across_scripts`): another script's
+own marks (。！？, । ॥, ؟ ۔, ...), and, in a language that ends sentences in a mark of its own
+script (zh, ja, hy), a "." "!" "?" after a Latin, Greek or Cyrillic word where nupunkt, the
+English splitter, ends a sentence (not "Dr. Smith", "U.S. Army").
 """
+import functools
+import re
 from typing import Callable
 
 from bert_tf.common import errors
@@ -77,10 +87,16 @@ def _pysbd(language: str) -> Splitter:
   return lambda text: _clean(segmenter.segment(text))
 
 
+@functools.cache
+def _nupunkt_model():
+  """nupunkt's one (English) model, loaded once: English's splitter and `_across_scripts`'."""
+  import nupunkt  # pylint: disable=g-import-not-at-top
+  return nupunkt.load_default_model()
+
+
 def _nupunkt(language: str) -> Splitter:
   del language  # the one (English) model the package ships
-  import nupunkt  # pylint: disable=g-import-not-at-top
-  tokenizer = nupunkt.load_default_model()
+  tokenizer = _nupunkt_model()
   return lambda text: _clean(tokenizer.tokenize(text))
 
 
@@ -168,6 +184,70 @@ def default_splitter(language: str) -> str:
   return "punkt" if base in _PUNKT_MODELS or base in _PUNKT_PRESETS else "sentencex"
 
 
+# Scripts that end sentences in marks of their own: the marks, the languages (base codes) written
+# in the script, and whether those languages end sentences in "." as well (Hindi and Arabic text
+# does; Chinese, Armenian and Ethiopic do not, and their splitters leave a Latin "." alone).
+_SCRIPT_ENDS = (
+    ("。！？｡", frozenset({"zh", "ja", "wuu", "gan", "lzh", "yue"}), False),  # Han and kana
+    ("।॥", frozenset({"hi", "mr", "ne", "sa", "mai", "bh", "new", "bn", "as", "pa", "or"}),
+     True),  # the danda: Devanagari, Bengali, Gurmukhi, Odia
+    ("؟۔", frozenset({"ar", "arz", "fa", "ur", "pnb", "ps", "sd", "ckb", "ug"}), True),  # Arabic
+    ("։", frozenset({"hy"}), False),  # Armenian
+    ("።፧", frozenset({"am", "ti"}), False),  # Ethiopic
+    ("။", frozenset({"my"}), False),  # Myanmar
+    ("។៕", frozenset({"km"}), False),  # Khmer
+)
+# What may close a sentence after its mark: quotes, and the brackets of the scripts above (an
+# ASCII ")" after 。 closes the Latin text's bracket round a quotation: no sentence ends there).
+_CLOSERS = "\"'”’»」』）》〉】〕"
+# ... and the quotes that open in one language and close in another (German „…“) where a space
+# follows them. (Possessive: a quote is never given back to let the test after it pass.)
+_CLOSING = f"[{_CLOSERS}]*+(?:[“‘](?!\\S))?+"
+# Letters (and digits) of the scripts that end sentences in ".": Latin, Greek, Cyrillic.
+_PERIOD_LETTERS = "0-9A-Za-z\u00c0-\u024f\u0370-\u03ff\u0400-\u04ff"
+# Their sentence end, where it may be one: "." "!" "?" after such a letter, a closing quote or
+# bracket on either side ("(in 2018)." "model.”"), a space next.
+_PERIOD_END = re.compile(f"[{_PERIOD_LETTERS}][)\\]{_CLOSERS}]*[.!?]++{_CLOSING}(?=\\s)")
+
+
+def _across_scripts(split: Splitter, language: str) -> Splitter:
+  """`split`, its sentences cut again at the sentence ends of scripts other than `language`'s
+  (the module doc). A paragraph with none of them costs one search (an ASCII one, none)."""
+  base = _base(language)
+  foreign = "".join(marks for marks, languages, _ in _SCRIPT_ENDS if base not in languages)
+  # Another script's mark ends a sentence unless the sentence goes on: a comma or a closing
+  # bracket after it, or a lower-case word ("Morning Musume (モーニング娘。, Mōningu Musume)").
+  foreign_end = re.compile(f"[{foreign}]++{_CLOSING}(?![,;:)\\]}}]|\\s*[a-z])")
+  # In a language that ends sentences in a mark of its own, "." "!" "?" end another script's.
+  periods = any(base in languages and not period for _, languages, period in _SCRIPT_ENDS)
+  english = _nupunkt_model() if periods else None
+  anywhere = re.compile(f"[{foreign}]" + (f"|{_PERIOD_END.pattern}" if periods else ""))
+
+  def cuts(piece: str, ends) -> list[str]:
+    pieces, start = [], 0
+    for end in ends:
+      pieces.append(piece[start:end])
+      start = end
+    pieces.append(piece[start:])
+    return pieces
+
+  def period_cuts(piece: str) -> list[str]:
+    """The piece cut where nupunkt ends a sentence at a Latin, Greek or Cyrillic word's mark."""
+    candidates = {m.end() for m in _PERIOD_END.finditer(piece)}
+    if not candidates:
+      return [piece]
+    return cuts(piece, [end for _, end in english.span_tokenize(piece) if end in candidates])
+
+  def split_across(text: str) -> list[str]:
+    # Every mark of another script is past ASCII, and isascii() costs nothing (a flag).
+    if (text.isascii() and not periods) or anywhere.search(text) is None:
+      return split(text)
+    pieces = (p for sentence in split(text)
+              for p in cuts(sentence, [m.end() for m in foreign_end.finditer(sentence)]))
+    return _clean(p for piece in pieces for p in (period_cuts(piece) if periods else (piece,)))
+  return split_across
+
+
 def resolve(name: str, language: str) -> str:
   """The registry's splitter that `name` means for `language` (auto: `default_splitter`)."""
   return default_splitter(language) if name == AUTO else name
@@ -184,9 +264,11 @@ def get_splitter(name: str, language: str = "en") -> Splitter:
   name = resolve(name, language)
   _, package, build = _SPLITTERS[name]
   try:
-    return build(language)
+    split = build(language)
   except ImportError as e:
     raise errors.DataError(
         f"sentence splitter {name!r} needs the {package!r} package (pip install {package}), "
         f"which is not installed ({e}); installed or not, the choices are {', '.join(NAMES)}"
     ) from None
+  # "paragraph" cuts nothing, on purpose.
+  return split if name == "paragraph" else _across_scripts(split, language)
