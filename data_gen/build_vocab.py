@@ -26,7 +26,9 @@ from absl import flags
 
 flags.DEFINE_string("input_file", None,
                     "Input raw text file (or comma-separated list of files, globs allowed); "
-                    "by language: en:corpus/en/*,zh:corpus/zh/* (see --language_smoothing).")
+                    "by language: en:corpus/en/*,zh:corpus/zh/* (see --language_smoothing). "
+                    "A glob skips our jobs' *.stats.json and prepare_corpus's held-out files "
+                    "(name one without wildcards to read it).")
 flags.DEFINE_string("output_file", None, "The vocab.txt to write (one token a line).")
 flags.DEFINE_integer("vocab_size", 30522, "The most tokens the vocab may hold, reserved "
                      "ones included; the learner aims within 5% under it.")
@@ -48,7 +50,8 @@ flags.DEFINE_integer("max_lines", 0, "Learn from the first this many lines only 
 flags.DEFINE_float("language_smoothing", 1.0,
                    "For an --input_file by language: each language's share of the sentences "
                    "raised to this power and renormalized (multilingual BERT: 0.7), its word "
-                   "counts weighed to that share. 1: the corpus's own shares.")
+                   "counts weighed to that share. 1: the corpus's own shares. Other than 1, "
+                   "--input_file must name its languages.")
 
 FLAGS = flags.FLAGS
 
@@ -63,23 +66,28 @@ def main(argv):
   try:
     inputs = languages.parse_inputs(FLAGS.input_file)
     languages.check_smoothing(FLAGS.language_smoothing)
+    languages.check_smoothing_has_languages(inputs, FLAGS.language_smoothing)
   except ValueError as e:
     sys.exit(f"build_vocab: error: {e}")
   # pylint: disable=g-import-not-at-top  (TensorFlow loads only for valid flags)
   from bert_tf.common import errors, output_lock
-  from bert_tf.common.files import list_files
   from bert_tf.tokenization import FullTokenizer
   from data_gen import vocab
-  from data_gen.jobs import outputs
+  from data_gen.jobs import corpus_files, outputs
   stats_file = outputs.stats_path(FLAGS.output_file)
   with errors.exit_on_user_error("build_vocab"):
     output_lock.check_not_input([FLAGS.output_file, stats_file], "--output_file",
                                 [("--input_file", p) for item in inputs
                                  for p in item.patterns.split(",")])
-    files = {item.language: list_files(item.patterns) for item in inputs}
+    listed = {item.language: corpus_files.list_files(item.patterns) for item in inputs}
+    files = {language: kept for language, (kept, _) in listed.items()}
+    skipped = [s for _, language_skipped in listed.values() for s in language_skipped]
+    if skipped:
+      print(corpus_files.skipped_line("build_vocab", skipped), flush=True)
     counted = {language: vocab.count_language(paths, FLAGS.do_lower_case, FLAGS.max_lines)
                for language, paths in files.items()}
     counts = {language: words for language, (words, _) in counted.items()}
+    unweighed = sum(counts.values(), collections.Counter())
     sampling = None
     if None in counts:
       word_counts = counts[None]
@@ -97,12 +105,13 @@ def main(argv):
     tokens = vocab.learn_vocab(
         word_counts, FLAGS.vocab_size, num_unused=FLAGS.num_unused_tokens,
         min_token_count=FLAGS.min_token_count, max_token_length=FLAGS.max_token_length,
-        max_unique_chars=FLAGS.max_unique_chars, do_lower_case=FLAGS.do_lower_case)
+        max_unique_chars=FLAGS.max_unique_chars, do_lower_case=FLAGS.do_lower_case,
+        unweighed_counts=unweighed)
     vocab.write_vocab(tokens, FLAGS.output_file)
     tokenizer = FullTokenizer(FLAGS.output_file, do_lower_case=FLAGS.do_lower_case)
     stats = {"files": sum(map(len, files.values())), "words": words,
              "distinct_words": len(word_counts), "tokens": len(tokens),
-             "unk_rate": vocab.unk_rate(sum(counts.values(), collections.Counter()), tokenizer)}
+             "unk_rate": vocab.unk_rate(unweighed, tokenizer)}
     if sampling is not None:
       stats["languages"] = {
           language: {**sampling[language], "sentences": counted[language][1],

@@ -30,8 +30,8 @@ from absl import app
 from absl import flags
 
 from bert_tf.common import errors
-from bert_tf.common import files
 from bert_tf.common import output_lock
+from data_gen.jobs import corpus_files
 from data_gen.jobs import languages
 from data_gen.jobs import launch
 from data_gen.jobs import outputs
@@ -42,7 +42,9 @@ from data_gen.pretraining_data.config import PretrainingDataConfig
 
 flags.DEFINE_string("input_file", None,
                     "Input raw text file (or comma-separated list of files, globs allowed); "
-                    "by language: en:corpus/en/*,de:corpus/de/* (see --language_smoothing).")
+                    "by language: en:corpus/en/*,de:corpus/de/* (see --language_smoothing). "
+                    "A glob skips our jobs' *.stats.json and prepare_corpus's held-out files "
+                    "(name one without wildcards to read it).")
 flags.DEFINE_string("output_file", None,
                     "Output TF example file (or comma-separated list of files).")
 flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")
@@ -72,7 +74,8 @@ flags.DEFINE_bool("dynamic_masking", False,
 flags.DEFINE_float("language_smoothing", 1.0,
                    "For an --input_file by language: each language's share of the sentences "
                    "raised to this power and renormalized (multilingual BERT: 0.7); languages "
-                   "then sub-sampled or repeated to those shares. 1: the corpus's own shares.")
+                   "then sub-sampled or repeated to those shares. 1: the corpus's own shares. "
+                   "Other than 1, --input_file must name its languages.")
 flags.DEFINE_integer("num_workers", None, "Worker processes (default: all cores).")
 flags.DEFINE_integer("num_output_shards", None,
                      "Write this many shards <output_file>-0000i-of-0000N (one --output_file), "
@@ -98,19 +101,22 @@ def _config() -> PretrainingDataConfig:
       language_smoothing=FLAGS.language_smoothing)
 
 
-def _input_files(inputs: list[languages.LanguageInput]) -> list[str] | dict[str, list[str]]:
-  """--input_file's files, by language where it names languages; a file in two languages'
-  globs is refused."""
+def _input_files(inputs: list[languages.LanguageInput]
+                 ) -> tuple[list[str] | dict[str, list[str]], list[corpus_files.Skipped]]:
+  """--input_file's files, by language where it names languages (a file in two languages'
+  globs is refused), and those its globs matched that are skipped (`jobs.corpus_files`: our
+  jobs' stats, prepare_corpus's held-out files)."""
   if inputs[0].language is None:
-    return files.list_files(inputs[0].patterns)
-  by_language, seen = {}, {}
+    return corpus_files.list_files(inputs[0].patterns)
+  by_language, seen, skipped = {}, {}, []
   for item in inputs:
-    by_language[item.language] = files.list_files(item.patterns)
+    by_language[item.language], skipped_here = corpus_files.list_files(item.patterns)
+    skipped += skipped_here
     for path in by_language[item.language]:
       if path in seen:
         raise ValueError(f"--input_file: {path} is in both {seen[path]} and {item.language}")
       seen[path] = item.language
-  return by_language
+  return by_language, skipped
 
 
 def _generate(config: PretrainingDataConfig, inputs: list[languages.LanguageInput],
@@ -119,7 +125,9 @@ def _generate(config: PretrainingDataConfig, inputs: list[languages.LanguageInpu
   # pylint: disable=g-import-not-at-top  (see the note above the flags)
   from bert_tf.tokenization import FullTokenizer
   from data_gen.pretraining_data import pipeline
-  input_files = _input_files(inputs)
+  input_files, skipped = _input_files(inputs)
+  if skipped:
+    print(corpus_files.skipped_line(PROGRAM, skipped), flush=True)
   prefixes = [p.strip() for p in FLAGS.output_file.split(",") if p.strip()]
   output_files = outputs.shard_paths(prefixes, FLAGS.num_output_shards)
   output_lock.check_not_input(
@@ -141,6 +149,7 @@ def main(argv):
   try:
     config = _config()  # bad settings fail here, before TensorFlow loads; and bad Beam options
     inputs = languages.parse_inputs(FLAGS.input_file)
+    languages.check_smoothing_has_languages(inputs, config.language_smoothing)
     launched = launch.start(PROGRAM, FLAGS.runner, FLAGS.num_workers, argv[1:])
   except ValueError as e:
     sys.exit(f"{PROGRAM}: error: {e}")

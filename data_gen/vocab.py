@@ -7,9 +7,10 @@ Pieces are learned by tensorflow-text's WordPiece vocab learner (the library beh
 
 Characters the tokenizer always splits off as words of their own (CJK ideographs and
 punctuation, as BERT's BasicTokenizer splits them) are whole tokens only: never "##"-joined
-(the tokenizer never looks one up), and each one that occurs min_token_count times is kept
-whatever the alphabet limit (max_unique_chars, which counts the other words' characters), so
-a Chinese corpus's thousands of characters are not [UNK]. They take at most half the room.
+(the tokenizer never looks one up), and each one that occurs min_token_count times in the
+corpus (as counted, whatever a language's smoothing weighs) is kept whatever the alphabet
+limit (max_unique_chars, which counts the other words' characters), so a Chinese corpus's
+thousands of characters are not [UNK]. They take at most half the room.
 
 Several languages (`--input_file=en:a/*,zh:b/*`): their word counts are weighed by
 multilingual.md's smoothing (`jobs.languages.smoothed_shares`, as create_pretraining_data's
@@ -86,7 +87,8 @@ def split_off_characters(words: list[str], do_lower_case: bool) -> set[str]:
 
 def learn_vocab(word_counts: collections.Counter, vocab_size: int, num_unused: int = 0,
                 min_token_count: int = 10, max_token_length: int = 50,
-                max_unique_chars: int = 1000, do_lower_case: bool = True) -> list[str]:
+                max_unique_chars: int = 1000, do_lower_case: bool = True,
+                unweighed_counts: collections.Counter | None = None) -> list[str]:
   """A WordPiece vocab of at most `vocab_size` tokens, reserved ones first.
 
   The learner searches for the count threshold that gives a vocab within 5% under
@@ -95,6 +97,13 @@ def learn_vocab(word_counts: collections.Counter, vocab_size: int, num_unused: i
   characters outside the `max_unique_chars` most frequent ones are not learned from. The
   characters the tokenizer splits off (`split_off_characters`, as `do_lower_case` splits) go
   in whole (see the module doc).
+
+  unweighed_counts: for `word_counts` weighed by language (`weigh_languages`), the counts as
+  the corpus has them, on which a split-off character's min_token_count is judged (default:
+  `word_counts`). Which characters the corpus has is its text's, not its sampling's: a
+  character seen once in a language weighed below 1 would fall under any floor, and the
+  language's text then be [UNK] where the unsmoothed vocab knows it. The order, and which go
+  when they would take over half the room, stay the weighed counts'.
   """
   reserved = reserved_tokens(num_unused)
   if vocab_size <= len(reserved):
@@ -103,7 +112,8 @@ def learn_vocab(word_counts: collections.Counter, vocab_size: int, num_unused: i
   if not word_counts:
     raise ValueError("no words to learn from")
   alone = split_off_characters(list(word_counts), do_lower_case)
-  whole = sorted((c for c in alone if word_counts[c] >= min_token_count),
+  floor_counts = word_counts if unweighed_counts is None else unweighed_counts
+  whole = sorted((c for c in alone if floor_counts[c] >= min_token_count),
                  key=lambda c: (-word_counts[c], c))[:(vocab_size - len(reserved)) // 2]
   rest = {w: c for w, c in word_counts.items() if w not in alone}
   vocab = reserved + whole

@@ -144,6 +144,42 @@ def test_cjk_characters_and_punctuation_are_whole_tokens(tmp_path):
   assert vocab.unk_rate(collections.Counter({"ξ": 1, hanzi[0]: 3}), tokenizer) == 0.25
 
 
+# A larger language with many rare characters: 600 CJK ideographs seen once each, among 20
+# common ones.
+RARE_HANZI = [chr(0x4E00 + i) for i in range(600)]
+COMMON_HANZI = [chr(0x5E00 + i) for i in range(20)]
+
+
+def _chinese(path, seed=0):
+  """1000 lines: 100 with 6 rare characters each, all with common ones."""
+  rng = random.Random(seed)
+  with open(path, "w", encoding="utf-8") as f:
+    for i in range(1000):
+      rare = "".join(RARE_HANZI[6 * i:6 * i + 6]) if i < 100 else ""
+      f.write(rare + "".join(rng.choices(COMMON_HANZI, k=10)) + "。\n")
+  return str(path)
+
+
+def test_smoothing_keeps_every_character_the_corpus_has(tmp_path):
+  """Chinese 1000 lines, Swahili 12: at S=0.7 Chinese is weighed below 1 (each rare character
+  counts ~0.9), under min_token_count=1 as weighed; kept all the same, as at S=1."""
+  counted = {"zh": vocab.count_language([_chinese(tmp_path / "zh.txt")], True),
+             "sw": vocab.count_language([_small_language(tmp_path / "sw.txt")], True)}
+  counts = {language: words for language, (words, _) in counted.items()}
+  unweighed = sum(counts.values(), collections.Counter())
+  hanzi = {}
+  for smoothing in (1.0, 0.7):
+    shares = languages.smoothed_shares({l: n for l, (_, n) in counted.items()}, smoothing)
+    weighed = vocab.weigh_languages(counts, {l: share["rate"] for l, share in shares.items()})
+    hanzi[smoothing] = set(vocab.learn_vocab(weighed, 3000, min_token_count=1,
+                                             unweighed_counts=unweighed)) & set(RARE_HANZI)
+    if smoothing != 1:
+      assert shares["zh"]["rate"] < 1 and weighed[RARE_HANZI[0]] < 1
+      # The floor judged on the weighed counts: the rare characters all [UNK].
+      assert not set(vocab.learn_vocab(weighed, 3000, min_token_count=1)) & set(RARE_HANZI)
+  assert hanzi[0.7] == hanzi[1.0] == set(RARE_HANZI)
+
+
 @pytest.mark.slow
 def test_build_vocab_script(tmp_path):
   """A run, then two bad inputs to the same --output_file, each as a user starts it, all in one
@@ -153,8 +189,14 @@ def test_build_vocab_script(tmp_path):
   out = tmp_path / "out" / "vocab.txt"
   small = _small_language(tmp_path / "sw.txt")
   shared = tmp_path / "shared" / "vocab.txt"
-  result, missing, bad_size, multilingual, not_a_language, twice, smoothing = \
-      entry_points.run_cases("data_gen.build_vocab", [
+  chinese = _chinese(tmp_path / "zh.txt")
+  # A corpus folder with a job's stats beside its text, which a glob matches.
+  (tmp_path / "folder").mkdir()
+  _corpus(tmp_path / "folder" / "wiki.txt", seed=3)
+  (tmp_path / "folder" / "wiki.stats.json").write_text(
+      json.dumps({"holdout_fraction": 0.1, "splitter": "punkt"}), encoding="utf-8")
+  (result, missing, bad_size, multilingual, not_a_language, twice, smoothing, no_languages,
+   cjk, folder) = entry_points.run_cases("data_gen.build_vocab", [
           [f"--input_file={tmp_path}/a.txt,{tmp_path}/b*.txt", f"--output_file={out}",
            "--vocab_size=200", "--min_token_count=2", "--nodo_lower_case"],
           [f"--input_file={tmp_path}/nope*.txt", f"--output_file={out}"],
@@ -164,6 +206,11 @@ def test_build_vocab_script(tmp_path):
           [f"--input_file=english:{corpus}", f"--output_file={shared}"],
           [f"--input_file=sw:{corpus},SW:{small}", f"--output_file={shared}"],
           [f"--input_file=en:{corpus}", f"--output_file={shared}", "--language_smoothing=0"],
+          [f"--input_file={corpus}", f"--output_file={shared}", "--language_smoothing=0.7"],
+          [f"--input_file=zh:{chinese},sw:{small}", f"--output_file={tmp_path}/cjk/vocab.txt",
+           "--vocab_size=3000", "--min_token_count=1", "--language_smoothing=0.7"],
+          [f"--input_file={tmp_path}/folder/*", f"--output_file={tmp_path}/f/vocab.txt",
+           "--vocab_size=200", "--min_token_count=1"],
       ], env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
   assert result.returncode == 0, result.stderr
   assert f"to {out}" in result.stdout
@@ -193,5 +240,24 @@ def test_build_vocab_script(tmp_path):
                         f"'english:{corpus}') is not a language code"),
                        (twice, "build_vocab: error: --input_file: language 'SW' given twice (as 'sw:"),
                        (smoothing, "build_vocab: error: --language_smoothing=0.0: must be in "
-                        "(0, 1]")):
+                        "(0, 1]"),
+                       (no_languages, "build_vocab: error: --language_smoothing=0.7 smooths the "
+                        "languages' shares, and --input_file names no language: prefix each "
+                        "glob with its language")):
     assert bad.returncode == 1 and message in bad.stderr and "Traceback" not in bad.stderr
+
+  # Smoothed, Chinese weighed below 1: every character kept all the same, none [UNK].
+  assert cjk.returncode == 0, cjk.stderr
+  learned = (tmp_path / "cjk" / "vocab.txt").read_text("utf-8").split("\n")
+  assert set(RARE_HANZI) <= set(learned)
+  stats = json.loads((tmp_path / "cjk" / "vocab.stats.json").read_text())
+  assert stats["languages"]["zh"]["rate"] < 1 and stats["languages"]["zh"]["unk_rate"] == 0
+  assert "zh: share of sentences 98.8% -> weighed 95.7%, [UNK] 0.00%" in cjk.stdout
+
+  # The stats beside the text: skipped, said in one line; its keys no words of the vocab.
+  assert folder.returncode == 0, folder.stderr
+  assert (f"build_vocab: skipped 1 file(s) of our jobs' own that --input_file's globs matched: "
+          f"{tmp_path}/folder/wiki.stats.json (stats); name a file without wildcards to read "
+          "it\n") in folder.stdout
+  assert not {"holdout", "splitter", "punkt"} & set(
+      (tmp_path / "f" / "vocab.txt").read_text("utf-8").split("\n"))

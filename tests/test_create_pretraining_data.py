@@ -23,6 +23,8 @@ import tensorflow as tf
 
 from bert_tf.tokenization import FullTokenizer
 from data_gen import sample_corpus
+from data_gen.corpus import pipeline as corpus_pipeline
+from data_gen.corpus.config import CorpusConfig
 from data_gen.jobs import languages
 from data_gen.jobs.outputs import shard_paths
 from data_gen.jobs.workers import start_workers
@@ -641,6 +643,10 @@ BAD_INPUT = [
      "must be in (0, 1]"),
     ("--input_file=en:{tmp}/c.txt,de:{tmp}/*.txt", "create_pretraining_data: error: "
      "--input_file: {tmp}/c.txt is in both en and de"),
+    # A smoothing with no languages to smooth: the prefixes forgotten.
+    ("--language_smoothing=0.7", "create_pretraining_data: error: --language_smoothing=0.7 "
+     "smooths the languages' shares, and --input_file names no language: prefix each glob "
+     "with its language (en:corpus/en/*,de:corpus/de/*), or leave the flag out"),
 ]
 
 
@@ -651,6 +657,22 @@ def cli_runs(tmp_path_factory, corpus) -> dict:
   shards), "shards-<i>" (into one folder: 2 shards, the same again, then 3 and 1, which are
   refused), "bad-<i>" (BAD_INPUT's cases, a folder each)."""
   runs = {}
+  # README's steps: prepare_corpus by language, with held-out documents, then a glob a language.
+  prepared = tmp_path_factory.mktemp("prepared")
+  for language, docs in (("de", corpus[1][:6]), ("sw", corpus[1][6:9])):
+    source = prepared / f"{language}.source.txt"
+    source.write_text("".join(" ".join(d) + "\n\n" for d in docs), encoding="utf-8")
+    corpus_pipeline.prepare_corpus(
+        [str(source)], str(prepared / "corpus" / language / "wiki.txt"),
+        CorpusConfig(source="paragraphs", language=language, holdout_fraction=0.4),
+        num_workers=1)
+  runs["prepared"] = prepared, [
+      f"--input_file=de:{prepared}/corpus/de/*,sw:{prepared}/corpus/sw/*",
+      f"--output_file={prepared / 'out' / 'pretrain.tfrecord'}", f"--vocab_file={VOCAB}",
+      "--max_seq_length=64", "--dupe_factor=1", "--language_smoothing=0.7", "--num_workers=1"]
+  runs["prepared-held-out"] = prepared, [
+      f"--input_file={prepared}/corpus/de/*.holdout*",
+      f"--output_file={prepared / 'held-out' / 'pretrain.tfrecord'}", f"--vocab_file={VOCAB}"]
   small = tmp_path_factory.mktemp("summary") / "small.txt"
   small.write_text("".join("\n".join(d) + "\n\n" for d in corpus[1][:4]), encoding="utf-8")
   runs["summary"] = small.parent, [
@@ -718,6 +740,30 @@ def test_cli_samples_languages_smoothed(cli_runs):
   assert small["sampled_share"] > small["raw_share"] and small["rate"] > 1
   assert en["instances"] + sw["instances"] == stats["instances"]
   assert "languages (share of sentences -> sampled): en " in result.stdout
+
+
+@pytest.mark.slow
+def test_cli_reads_prepare_corpus_shards_alone(cli_runs):
+  """README's globs over prepare_corpus's folders: its held-out files and stats are skipped,
+  said in one line; a glob of nothing else is an error naming them."""
+  folder, result = cli_runs["prepared"]
+  assert result.returncode == 0, result.stderr
+  stats = json.loads((folder / "out" / "pretrain.stats.json").read_text())
+  assert stats["input_files"] == [f"{folder}/corpus/de/wiki.txt", f"{folder}/corpus/sw/wiki.txt"]
+  skipped = [f"{folder}/corpus/{language}/wiki.{name}" for language in ("de", "sw")
+             for name in ("holdout.txt (held out)", "stats.json (stats)")]
+  assert (f"create_pretraining_data: skipped 4 file(s) of our jobs' own that --input_file's "
+          f"globs matched: {', '.join(skipped)}; name a file without wildcards to read it\n"
+          ) in result.stdout
+  for language in ("de", "sw"):
+    prepared = json.loads((folder / "corpus" / language / "wiki.stats.json").read_text())
+    assert prepared["holdout_documents"] > 0
+    assert stats["languages"][language]["documents"] == prepared["train_documents"]
+  _, held_out = cli_runs["prepared-held-out"]
+  assert held_out.returncode == 1 and "Traceback" not in held_out.stderr
+  assert (f"create_pretraining_data: error: --input_file: '{folder}/corpus/de/*.holdout*' "
+          "matches only our jobs' own files, which no job trains on: "
+          f"{folder}/corpus/de/wiki.holdout.txt (held out)") in held_out.stderr
 
 
 @pytest.mark.slow

@@ -71,6 +71,17 @@ def check_smoothing(smoothing: float, flag: str = "--language_smoothing") -> Non
                      "multilingual BERT used 0.7)")
 
 
+def check_smoothing_has_languages(inputs: list[LanguageInput], smoothing: float,
+                                  flag: str = "--language_smoothing") -> None:
+  """Raises ValueError when `smoothing` is not 1 and `inputs` (`parse_inputs`'s) name no
+  language: there are no shares to smooth, and a user who forgot the prefixes would get the
+  corpus unsmoothed without a word."""
+  if smoothing != 1 and inputs[0].language is None:
+    raise ValueError(f"{flag}={smoothing} smooths the languages' shares, and --input_file "
+                     "names no language: prefix each glob with its language "
+                     "(en:corpus/en/*,de:corpus/de/*), or leave the flag out")
+
+
 def smoothed_shares(sizes: dict[str, float], smoothing: float) -> dict[str, dict[str, float]]:
   """Per language: raw_share P(L) = its size over the total; sampled_share P(L)^S renormalized;
   rate, sampled_share / raw_share: how many times each unit of its data is used (below 1:
