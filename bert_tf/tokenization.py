@@ -18,6 +18,7 @@ undecomposed; tests/test_tokenization.py checks every code point.
 """
 import collections
 import functools
+import hashlib
 import os
 import unicodedata
 
@@ -26,7 +27,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from bert_tf.common.files import read_json
+from bert_tf.common.files import read_json, write_text
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 UNK_TOKEN = "[UNK]"
@@ -218,9 +219,54 @@ def split_with_offsets(texts: tf.Tensor) -> tuple[tf.RaggedTensor, tf.RaggedTens
       classes["cjk_or_punctuation"])
 
 
+def _read_tokenizer_json(path: str) -> tuple[list[str], bool]:
+  """(the tokens in id order, do_lower_case) of a `tokenizers` library tokenizer.json, as
+  transformers 5 saves a BertTokenizer: a WordPiece model (`vocab`: token -> id), a
+  BertNormalizer (lowercase; strip_accents, null meaning the same as lowercase;
+  handle_chinese_chars; clean_text) and BertPreTokenizer. ValueError naming the file and the
+  setting for anything google-research/bert's tokenizer does not do (its do_lower_case
+  lower-cases and strips accents together)."""
+  spec = read_json(path)
+  model = spec.get("model") if isinstance(spec, dict) else None
+  normalizer = spec.get("normalizer") or {}
+  pre_tokenizer = spec.get("pre_tokenizer") or {}
+  anyway = "; give --vocab_file (and --do_lower_case) to use its vocab anyway"
+  if not isinstance(model, dict) or model.get("type") != "WordPiece":
+    kind = model.get("type") if isinstance(model, dict) else None
+    raise ValueError(f"{path}: model type {kind!r}, not BERT's WordPiece{anyway}")
+  expected = {("model", "continuing_subword_prefix"): (model.get("continuing_subword_prefix"),
+                                                       SUFFIX_INDICATOR),
+              ("model", "unk_token"): (model.get("unk_token"), UNK_TOKEN),
+              ("normalizer", "type"): (normalizer.get("type"), "BertNormalizer"),
+              ("normalizer", "handle_chinese_chars"): (normalizer.get("handle_chinese_chars"),
+                                                       True),
+              ("normalizer", "clean_text"): (normalizer.get("clean_text"), True),
+              ("pre_tokenizer", "type"): (pre_tokenizer.get("type"), "BertPreTokenizer")}
+  for (part, key), (value, supported) in expected.items():
+    if value != supported:
+      raise ValueError(f"{path}: {part} {key} {value!r}, where google-research/bert's "
+                       f"tokenizer has {supported!r}{anyway}")
+  lowercase = normalizer.get("lowercase")
+  strip_accents = normalizer.get("strip_accents")
+  if not isinstance(lowercase, bool) or strip_accents not in (None, lowercase):
+    raise ValueError(f"{path}: normalizer lowercase {lowercase!r} with strip_accents "
+                     f"{strip_accents!r}: google-research/bert's do_lower_case lower-cases and "
+                     f"strips accents together, or does neither{anyway}")
+  vocab = model.get("vocab")
+  if not isinstance(vocab, dict) or sorted(vocab.values()) != list(range(len(vocab))):
+    raise ValueError(f"{path}: model vocab is not a map of tokens to the ids 0..n-1")
+  return sorted(vocab, key=vocab.get), lowercase
+
+
+def _is_tokenizer_json(vocab_file: str) -> bool:
+  """Whether a vocab file is a `tokenizers` library tokenizer.json (all that transformers 5's
+  save_pretrained writes of a BertTokenizer: no vocab.txt), not a vocab.txt: by its .json."""
+  return vocab_file.endswith(".json")
+
+
 def load_vocab(vocab_file: str) -> dict[str, int]:
   """Reads a vocab.txt (one token a line, the line number is its id) into token -> id, in the
-  order of the ids.
+  order of the ids; or a Hugging Face tokenizer.json's WordPiece tokens (`_read_tokenizer_json`).
 
   As in the reference's and transformers' load_vocab, a token on several lines takes its last
   line's id (google-research/bert's Chinese vocab as some copies ship it repeats one), the
@@ -229,6 +275,10 @@ def load_vocab(vocab_file: str) -> dict[str, int]:
 
   Raises FileNotFoundError for a missing file.
   """
+  if _is_tokenizer_json(vocab_file):
+    if not tf.io.gfile.exists(vocab_file):
+      raise FileNotFoundError(f"vocab file {vocab_file} not found")
+    return {token: index for index, token in enumerate(_read_tokenizer_json(vocab_file)[0])}
   try:
     with tf.io.gfile.GFile(vocab_file, "r") as f:
       # Only "\n" ends a line, as for the reference's readline(): str.splitlines() would also
@@ -294,9 +344,13 @@ class TokenizerModule(tf.Module):
 
 
 def _stated_lower_case(vocab_file: str) -> tuple[bool, str] | None:
-  """The do_lower_case that the model `vocab_file` belongs to states, and where: a TF Hub
-  SavedModel's do_lower_case variable (the vocab being its assets/vocab.txt), or the
-  tokenizer_config.json of a Hugging Face model folder beside it; None without either."""
+  """The do_lower_case that the model `vocab_file` belongs to states, and where: a
+  tokenizer.json's normalizer (the vocab being the tokenizer.json), a TF Hub SavedModel's
+  do_lower_case variable (the vocab being its assets/vocab.txt), or the tokenizer_config.json
+  of a Hugging Face model folder beside it; None without any."""
+  if _is_tokenizer_json(vocab_file):
+    # What transformers tokenizes with; the tokenizer_config.json beside it only echoes it.
+    return _read_tokenizer_json(vocab_file)[1], "its normalizer"
   assets = os.path.dirname(vocab_file)
   saved_model = os.path.dirname(assets)
   if (os.path.basename(assets) == "assets" and
@@ -322,14 +376,18 @@ def _has_accent(piece: str) -> bool:
                                      for c in unicodedata.normalize("NFD", piece))
 
 
-def _check_case_matches_vocab(vocab_file: str, inv_vocab: list[str], do_lower_case: bool) -> None:
-  """Refuses a do_lower_case that contradicts the vocab, as google-research/bert's
-  `validate_case_matches_checkpoint` refused one that contradicts a known checkpoint's name.
+def _lower_case(vocab_file: str, inv_vocab: list[str], do_lower_case: bool | None) -> bool:
+  """The do_lower_case to tokenize with: the one given, refused where it contradicts the vocab
+  (as google-research/bert's `validate_case_matches_checkpoint` refused one that contradicts a
+  known checkpoint's name); None (a flag not given) takes what the model states, else
+  google-research/bert's default True, which the vocab's pieces may refuse as they would a
+  True given.
 
   A wrong casing fails silently: an uncased vocab with do_lower_case False makes every
   capitalised word [UNK] (6% of the tokens of English; MRPC F1 0.07), and a cased vocab with
-  True never produces its capitalised pieces. What the model states decides (a Hugging Face
-  folder's tokenizer_config.json, a TF Hub SavedModel's do_lower_case: `_stated_lower_case`);
+  True never produces its capitalised pieces. What the model states decides (a tokenizer.json's
+  normalizer, a Hugging Face folder's tokenizer_config.json, a TF Hub SavedModel's
+  do_lower_case: `_stated_lower_case`);
   else the vocab's pieces (bracketed special tokens such as [CLS] and [unused0] aside): any
   capital makes it cased; lower-case letters with neither capitals nor accents (which
   lower-casing strips) make it uncased; anything else (a vocab without cased scripts, or
@@ -342,12 +400,14 @@ def _check_case_matches_vocab(vocab_file: str, inv_vocab: list[str], do_lower_ca
   """
   if (found := _stated_lower_case(vocab_file)) is not None:
     stated, where = found
-    if stated != do_lower_case:
+    if do_lower_case is not None and stated != do_lower_case:
       raise ValueError(
           f"{vocab_file}: do_lower_case={do_lower_case} contradicts {where}, which says "
-          f"do_lower_case={stated} (the model is {'uncased' if stated else 'cased'}); pass "
-          f"--do_lower_case={stated}")
-    return
+          f"do_lower_case={stated} (the model is {'uncased' if stated else 'cased'}); leave "
+          f"--do_lower_case out, or pass --do_lower_case={stated}")
+    return stated
+  if do_lower_case is None:
+    do_lower_case = True
   pieces = [t for t in inv_vocab if not (t.startswith("[") and t.endswith("]"))]
   capitals = [t for t in pieces if t != t.lower() and len(t) > 1 and
               not (t.startswith("<") and t.endswith(">"))]
@@ -362,31 +422,46 @@ def _check_case_matches_vocab(vocab_file: str, inv_vocab: list[str], do_lower_ca
         f"{vocab_file}: an uncased vocab (no word piece has a capital or an accent) with "
         "do_lower_case=False, which keeps the text's capitals so that every word with one "
         "becomes [UNK] or wrong pieces; pass --do_lower_case=True")
+  return do_lower_case
+
+
+def _vocab_txt(vocab_file: str, inv_vocab: list[str]) -> str:
+  """A vocab.txt of the tokens: `vocab_file` itself, or for a tokenizer.json, its tokens in
+  TensorFlow's in-memory file system (ram://, named by their digest), where a SavedModel takes
+  its asset from and a run copies its vocab.txt from, and nothing is left on disk."""
+  if not _is_tokenizer_json(vocab_file):
+    return vocab_file
+  text = "".join(token + "\n" for token in inv_vocab)
+  path = f"ram://bert_tf/vocab-{hashlib.sha256(text.encode()).hexdigest()[:16]}/vocab.txt"
+  if not tf.io.gfile.exists(path):
+    write_text(path, text)
+  return path
 
 
 class FullTokenizer:
   """google-research/bert's FullTokenizer: basic tokenization, then WordPiece.
 
-  `do_lower_case` True (uncased models) lower-cases and strips accents; False (cased) does
-  neither; a value that contradicts the vocab is refused (`_check_case_matches_vocab`).
-  Every method runs the same TF graph, `module`; attach `module` to a SavedModel to tokenize
-  in serving.
+  `vocab_file`: a vocab.txt, or a Hugging Face tokenizer.json (`vocab_txt` is then a vocab.txt
+  of its tokens). `do_lower_case` True (uncased models) lower-cases and strips accents; False
+  (cased) does neither; a value that contradicts the vocab is refused; None: what the model
+  states, else True (`_lower_case`). Every method runs the same TF graph, `module`; attach
+  `module` to a SavedModel to tokenize in serving.
   """
 
-  def __init__(self, vocab_file: str, do_lower_case: bool = True):
+  def __init__(self, vocab_file: str, do_lower_case: bool | None = None):
     self.vocab_file = vocab_file
-    self.do_lower_case = do_lower_case
     self.vocab = load_vocab(vocab_file)
     missing = [t for t in SPECIAL_TOKENS if t not in self.vocab]
     if missing:
       raise ValueError(f"{vocab_file}: missing special token(s) {' '.join(missing)}")
     self.inv_vocab = list(self.vocab)
-    _check_case_matches_vocab(vocab_file, self.inv_vocab, do_lower_case)
+    self.do_lower_case = do_lower_case = _lower_case(vocab_file, self.inv_vocab, do_lower_case)
+    self.vocab_txt = _vocab_txt(vocab_file, self.inv_vocab)
     self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (
         self.vocab[t] for t in SPECIAL_TOKENS)
     # Indexed by id: whether a piece continues a word (whole word masking needs it).
     self.is_continuation = np.array([t.startswith(SUFFIX_INDICATOR) for t in self.inv_vocab])
-    self.module = TokenizerModule(vocab_file, self.inv_vocab, do_lower_case)
+    self.module = TokenizerModule(self.vocab_txt, self.inv_vocab, do_lower_case)
 
   def tf_tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
     """Graph-safe: [batch] tf.string -> [batch, (pieces)] int32 ids."""

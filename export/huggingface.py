@@ -134,8 +134,8 @@ def from_checkpoint(init_checkpoint: str, bert_config_file: str | None,
                        f"{settings_file}): its causal encoder has no transformers BERT class")
   config, vocab_file = checkpoints.resolve_files(bert_config_file, vocab_file, init_checkpoint,
                                                  max_seq_length=1)
-  do_lower_case = True if do_lower_case is None else do_lower_case
-  FullTokenizer(vocab_file, do_lower_case)  # Refuses a casing the model or its vocab denies.
+  # The casing the model states where do_lower_case is None; one it or its vocab denies refused.
+  do_lower_case = FullTokenizer(vocab_file, do_lower_case).do_lower_case
   pretrainer = pretrainer_lib.build_pretrainer(config, 2, 1, nsp=True)
   parts = checkpoints.load_into_pretrainer(pretrainer, init_checkpoint)
   head = _source_head(init_checkpoint)
@@ -172,7 +172,7 @@ def write(model: HfModel, export_dir: str) -> None:
     with tf.io.gfile.GFile(os.path.join(tmp, "model.safetensors"), "wb") as f:
       # transformers refuses a safetensors file whose metadata names no framework.
       f.write(safetensors_numpy.save(model.tensors, metadata={"format": "pt"}))
-    tf.io.gfile.copy(model.vocab_file, os.path.join(tmp, "vocab.txt"))
+    tf.io.gfile.copy(tokenizer.vocab_txt, os.path.join(tmp, "vocab.txt"))
 
 
 def export(init_checkpoint: str, export_dir: str, bert_config_file: str | None = None,
@@ -181,7 +181,7 @@ def export(init_checkpoint: str, export_dir: str, bert_config_file: str | None =
   see the module doc for the class. A fine-tuning run's own bert_config.json, vocab.txt and
   casing decide (bert_config_file, vocab_file refused; a do_lower_case that disagrees
   refused); for other sources they are found as `checkpoints.resolve_files` finds them,
-  do_lower_case None meaning True. Returns export_dir."""
+  do_lower_case None meaning the casing the model states, else True. Returns export_dir."""
   if tf.io.gfile.exists(export_dir):
     raise FileExistsError(f"{export_dir} already exists; remove it or choose another "
                           "--export_dir")

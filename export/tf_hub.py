@@ -148,12 +148,13 @@ def _check_new(path: str) -> None:
 
 
 def export(init_checkpoint: str, export_dir: str, bert_config_file: str | None = None,
-           vocab_file: str | None = None, do_lower_case: bool = True,
+           vocab_file: str | None = None, do_lower_case: bool | None = None,
            seq_length: int = 128) -> dict[str, str]:
   """Writes `export_dir/encoder` and `export_dir/preprocessor` (each under a temporary name,
   renamed when complete) from any source `checkpoints.resolve` reads: ours, google-research
   TF1, Hugging Face or a TF Hub encoder; its config and vocab as `checkpoints.resolve_files`
-  finds them. The masked-LM head goes along when the source has it.
+  finds them, the casing the model states where do_lower_case is None (`FullTokenizer`). The
+  masked-LM head goes along when the source has it.
 
   Args:
     seq_length: the preprocessor's sequence length when called on sentences (and the default

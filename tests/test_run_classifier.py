@@ -7,9 +7,11 @@ The trained run's model is also the --init_checkpoint of later runs (issue 30, p
 restores its head (ours, or google-research/bert's TF1 output layer), nothing untrained
 predicts, and a task of other labels (STS-B) draws a fresh head.
 """
+import glob
 import json
 import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -27,6 +29,7 @@ from bert_tf.tasks.classification import glue
 from bert_tf.finetuning import runner
 from bert_tf.tokenization import FullTokenizer
 from bert_tf.training import distribute
+import entry_points
 from toys import MINILM, VOCAB, classifier_runner, make_sst2, make_stsb, tiny_config, toy_args
 
 
@@ -358,24 +361,65 @@ def test_transformers5_folder_gives_vocab_and_casing_from_tokenizer_json(tmp_pat
     vocab = f.read()
   with open(os.path.join(HF_NLI, "tokenizer.json"), encoding="utf-8") as f:
     assert tokenizer_json(vocab.split(), True) == json.load(f)
+  # The tokenizer reads tokenizer.json itself, so messages name the user's file; the vocab.txt
+  # a SavedModel carries and a run copies is in memory (ram://), none on disk.
   _, vocab_file = checkpoints.resolve_files(None, None, folder, 12)
-  with open(vocab_file, encoding="utf-8") as f:
+  assert vocab_file == os.path.join(folder, "tokenizer.json")
+  tokenizer = FullTokenizer(vocab_file)
+  assert tokenizer.do_lower_case and tokenizer.inv_vocab == vocab.split()
+  assert tokenizer.vocab_txt.startswith("ram://")
+  with tf.io.gfile.GFile(tokenizer.vocab_txt) as f:
     assert f.read() == vocab
-  with pytest.raises(ValueError, match="do_lower_case=False contradicts"):
+  with pytest.raises(ValueError, match=f"^{re.escape(vocab_file)}: do_lower_case=False "
+                     "contradicts its normalizer, which says do_lower_case=True"):
     FullTokenizer(vocab_file, do_lower_case=False)
-  cased = transformers5_folder(tmp_path / "cased", lowercase=False)
-  assert not FullTokenizer(checkpoints.resolve_files(None, None, cased, 12)[1], False
-                           ).do_lower_case
-  with pytest.raises(ValueError, match="do_lower_case=True contradicts"):
-    FullTokenizer(checkpoints.resolve_files(None, None, cased, 12)[1], True)
+  # Cased: its normalizer decides (the tokenizer_config.json copied beside it says otherwise).
+  cased = checkpoints.resolve_files(
+      None, None, transformers5_folder(tmp_path / "cased", lowercase=False), 12)[1]
+  assert not FullTokenizer(cased).do_lower_case
+  assert FullTokenizer(cased).tokenize("Story story") == ["[UNK]", "story"]
+  with pytest.raises(ValueError, match=r"cased/tokenizer\.json: do_lower_case=True contradicts "
+                     r"its normalizer, which says do_lower_case=False \(the model is cased\)"):
+    FullTokenizer(cased, True)
   # What google-research/bert's tokenizer does not do is refused, naming the file.
   odd = transformers5_folder(tmp_path / "odd", strip_accents=False)
   with pytest.raises(ValueError, match=r"odd/tokenizer\.json: normalizer lowercase True with "
                      r"strip_accents False: .* give --vocab_file"):
-    checkpoints.resolve_files(None, None, odd, 12)
+    FullTokenizer(checkpoints.resolve_files(None, None, odd, 12)[1])
   os.remove(os.path.join(odd, "tokenizer.json"))
   with pytest.raises(FileNotFoundError, match=r"no vocab\.txt \(nor tokenizer\.json\) beside"):
     checkpoints.resolve_files(None, None, odd, 12)
+
+
+@pytest.mark.slow
+def test_a_transformers5_folders_casing_decides_and_a_flag_against_it_is_refused(tmp_path):
+  """run_classifier --init_checkpoint=<a cased transformers 5 folder>: without --do_lower_case,
+  the folder's casing (task_config.json records it); with a --do_lower_case that contradicts
+  it, one line naming the folder's tokenizer.json, and no --output_dir made. No temporary
+  files either way."""
+  cased = transformers5_folder(tmp_path / "cased", lowercase=False)
+  make_sst2(tmp_path / "data", num_train=4, num_dev=4)
+  temp = tmp_path / "temp"
+  os.makedirs(temp)
+  run = ["--task_name=SST-2", f"--data_dir={tmp_path / 'data'}", f"--init_checkpoint={cased}",
+         "--max_seq_length=16", "--do_train", "--train_batch_size=4", "--num_train_epochs=1"]
+  trained, refused = entry_points.run_cases("bert_tf.scripts.run_classifier", [
+      run + [f"--output_dir={tmp_path / 'out'}"],
+      run + [f"--output_dir={tmp_path / 'refused'}", "--do_lower_case"]],
+      env=dict(entry_points.ENV, TMPDIR=str(temp)))
+  assert trained.returncode == 0, trained.stderr[-3000:]
+  with open(tmp_path / "out" / runner.TASK_CONFIG, encoding="utf-8") as f:
+    assert json.load(f)["do_lower_case"] is False
+  with open(tmp_path / "out" / "vocab.txt", encoding="utf-8") as f, open(
+      os.path.join(HF_NLI, "vocab.txt"), encoding="utf-8") as g:
+    assert f.read() == g.read()
+  assert refused.returncode == 1
+  assert refused.stderr.strip().splitlines()[-1] == (
+      f"run_classifier: error: {cased}/tokenizer.json: do_lower_case=True contradicts its "
+      "normalizer, which says do_lower_case=False (the model is cased); leave --do_lower_case "
+      "out, or pass --do_lower_case=False")
+  assert not (tmp_path / "refused").exists()
+  assert glob.glob(str(temp / "bert_tf*")) == []
 
 
 @pytest.mark.slow

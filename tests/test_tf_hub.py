@@ -245,7 +245,7 @@ def test_a_users_mistake_is_one_line(ours):
   assert refused.stderr.strip().splitlines()[-1] == (
       f"export_saved_model: error: {encoder}/assets/vocab.txt: do_lower_case=False contradicts "
       f"the do_lower_case variable of {encoder}, which says do_lower_case=True (the model is "
-      "uncased); pass --do_lower_case=True")
+      "uncased); leave --do_lower_case out, or pass --do_lower_case=True")
   assert not (ours["tmp"] / "refused").exists()
   with pytest.raises(ValueError, match=f"^{preprocessor}: a SavedModel without a BERT "
                      "encoder's word_embeddings/embeddings, not a TF Hub BERT encoder$"):

@@ -245,7 +245,8 @@ def test_casing_that_contradicts_the_vocab_is_refused(tmp_path):
 def test_a_model_folders_tokenizer_config_decides_the_casing(tmp_path):
   with pytest.raises(ValueError, match=r"vocab\.txt: do_lower_case=False contradicts the "
                      r"tokenizer_config\.json beside it, which says do_lower_case=True \(the "
-                     r"model is uncased\); pass --do_lower_case=True$"):
+                     r"model is uncased\); leave --do_lower_case out, or pass "
+                     r"--do_lower_case=True$"):
     tokenization.FullTokenizer(MINILM_VOCAB, do_lower_case=False)
   # Stated, it overrides what the pieces suggest (an uncased-looking vocab, here).
   vocab = _write_vocab(tmp_path / "vocab.txt", TINY_TOKENS)
@@ -253,8 +254,12 @@ def test_a_model_folders_tokenizer_config_decides_the_casing(tmp_path):
   config.write_text('{"do_lower_case": false, "unk_token": "[UNK]"}', encoding="utf-8")
   assert not tokenization.FullTokenizer(vocab, do_lower_case=False).do_lower_case
   with pytest.raises(ValueError, match=r"says do_lower_case=False \(the model is cased\); "
-                     "pass --do_lower_case=False"):
+                     "leave --do_lower_case out, or pass --do_lower_case=False"):
     tokenization.FullTokenizer(vocab, do_lower_case=True)
+  # Not given (None), the casing is the one stated; where none is, google-research/bert's True.
+  assert not tokenization.FullTokenizer(vocab).do_lower_case
+  config.unlink()
+  assert tokenization.FullTokenizer(vocab).do_lower_case
   config.write_text('{"do_lower_case": ', encoding="utf-8")
   with pytest.raises(ValueError, match=r"tokenizer_config\.json: not valid JSON"):
     tokenization.FullTokenizer(vocab)

@@ -164,7 +164,7 @@ def take_trained_settings(task: FineTuningTask, trained: TaskConfig, source: str
   for a run that does not train: the labels, casing, sequence length... that the model was
   trained with, not whatever the data folder's training file or the flags' defaults say.
   ValueError naming the data file or the flag that disagrees (a flag the user gave;
-  flags_given None: every setting counts as given)."""
+  flags_given None: every setting counts as given, but None, which chooses nothing)."""
   config = task.config
   if trained.kind != config.kind:
     raise ValueError(f"{source}: the trained model is a {trained.kind} model, not "
@@ -176,7 +176,7 @@ def take_trained_settings(task: FineTuningTask, trained: TaskConfig, source: str
       continue
     if field in config.data_fields:
       raise ValueError(task.data_mismatch(field, theirs, source))
-    if flags_given is None or field in flags_given:
+    if ours is not None and (flags_given is None or field in flags_given):
       raise ValueError(f"--{field}={ours}: the trained model has {field} {theirs!r} "
                        f"({source}); leave the flag out, or give its value")
     taken[field] = theirs
@@ -283,6 +283,8 @@ class Runner:
         args.bert_config_file, args.vocab_file, args.init_checkpoint,
         task.config.max_seq_length, trained_dir)
     self.tokenizer = FullTokenizer(vocab_file, task.config.do_lower_case)
+    # do_lower_case None (the flag not given): the model's, which task_config.json records.
+    task.config = dataclasses.replace(task.config, do_lower_case=self.tokenizer.do_lower_case)
     if len(self.tokenizer.vocab) > self.bert_config.vocab_size:
       raise ValueError(f"{vocab_file} has {len(self.tokenizer.vocab)} tokens, but the bert "
                        f"config's vocab_size is {self.bert_config.vocab_size}: ids past it "
@@ -312,7 +314,7 @@ class Runner:
   def _write_model_files(self) -> None:
     """bert_config.json and vocab.txt beside the checkpoints (so they load as an
     --init_checkpoint, and export finds everything in one folder), and task_config.json."""
-    out, vocab_file = self.args.output_dir, self.vocab_file
+    out, vocab_file = self.args.output_dir, self.tokenizer.vocab_txt
     self.bert_config.to_json_file(os.path.join(out, "bert_config.json"))
     if os.path.abspath(vocab_file) != os.path.abspath(os.path.join(out, "vocab.txt")):
       tf.io.gfile.copy(vocab_file, os.path.join(out, "vocab.txt"), overwrite=True)

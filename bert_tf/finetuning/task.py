@@ -61,7 +61,8 @@ class TaskConfig:
   # head is restored only where its task_config.json has the same kind and these.
   head_fields: ClassVar[tuple[str, ...]] = ()
   max_seq_length: int = 128
-  do_lower_case: bool = True
+  # None (the flag not given): what the model states; the runner sets the casing it uses.
+  do_lower_case: bool | None = True
 
   def to_dict(self) -> dict:
     return {"task": self.kind, **dataclasses.asdict(self)}

@@ -7,8 +7,8 @@ Three sources, told apart by what `path` holds:
             with bert_config.json beside them;
   hf:       a Hugging Face BERT folder: config.json + model.safetensors or pytorch_model.bin
             (read without torch by a restricted unpickler that rebuilds only tensors); its
-            vocab.txt, or transformers 5's tokenizer.json alone (vocab and casing from its
-            WordPiece model and BertNormalizer: `vocab_from_tokenizer_json`);
+            vocab.txt, or transformers 5's tokenizer.json alone (the vocab the tokenizer
+            reads, vocab and casing from its WordPiece model and BertNormalizer);
   hub:      a TF Hub BERT encoder SavedModel folder (`export.tf_hub`'s, the Model Garden's
             export_tfhub_lib's, the ones TF Hub and Kaggle publish): its variables by their
             names, sizes from their shapes, vocab.txt among its assets, and with the masked-LM
@@ -28,13 +28,11 @@ The HF table also runs backwards: `hf_state_dict` and `hf_config_dict` are what
 import collections
 import dataclasses
 import gc
-import hashlib
 import io
 import json
 import os
 import pickle
 import re
-import tempfile
 import zipfile
 from typing import Callable
 
@@ -47,14 +45,13 @@ from safetensors import numpy as safetensors_numpy
 from tensorflow.core.protobuf import saved_model_pb2
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
-from bert_tf.common.files import read_json, write_text
 from bert_tf.modeling.configs import BertConfig
 from bert_tf.modeling.encoder import build_encoder
 
 PARTS = ("encoder", "pooler", "masked_lm", "next_sentence")
 HF_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
 # A Hugging Face folder's tokenizer as the `tokenizers` library saves it; transformers 5 writes
-# it without vocab.txt.
+# it without vocab.txt, and the tokenizer reads it as its vocab (`tokenization.load_vocab`).
 HF_TOKENIZER = "tokenizer.json"
 
 
@@ -413,7 +410,8 @@ def resolve_files(bert_config_file: str | None, vocab_file: str | None,
                   init_checkpoint: str | None, max_seq_length: int,
                   trained_dir: str | None = None) -> tuple[BertConfig, str]:
   """(BertConfig, vocab file): from the flags, else from beside --init_checkpoint (a Hugging
-  Face folder's config.json and vocab.txt, or a checkpoint's bert_config.json and vocab.txt),
+  Face folder's config.json and vocab.txt, or its tokenizer.json where it has no vocab.txt:
+  transformers 5's; or a checkpoint's bert_config.json and vocab.txt),
   or from `trained_dir` (the --output_dir of a trained model that a run which does not train
   uses) when given. A TF Hub SavedModel's config is `hub_config`'s, its vocab among its
   assets."""
@@ -433,7 +431,7 @@ def resolve_files(bert_config_file: str | None, vocab_file: str | None,
     vocab_file = os.path.join(hub, "assets", "vocab.txt") if hub else beside(source, "vocab.txt")
     tokenizer_json = beside(source, HF_TOKENIZER)
     if not hub and not tf.io.gfile.exists(vocab_file) and tf.io.gfile.exists(tokenizer_json):
-      vocab_file = vocab_from_tokenizer_json(tokenizer_json)
+      vocab_file = tokenizer_json
     if not tf.io.gfile.exists(vocab_file):
       raise FileNotFoundError(f"--vocab_file is required: no vocab.txt (nor {HF_TOKENIZER}) "
                               f"beside {flag}={source}")
@@ -443,66 +441,6 @@ def resolve_files(bert_config_file: str | None, vocab_file: str | None,
     raise ValueError(f"--max_seq_length={max_seq_length} is longer than the model's "
                      f"max_position_embeddings={config.max_position_embeddings}")
   return config, vocab_file
-
-
-def _tokenizer_json_settings(path: str) -> tuple[list[str], bool]:
-  """(the tokens in id order, do_lower_case) of a `tokenizers` library tokenizer.json, as
-  transformers 5 saves a BertTokenizer: a WordPiece model (`vocab`: token -> id), a
-  BertNormalizer (lowercase; strip_accents, null meaning the same as lowercase;
-  handle_chinese_chars; clean_text) and BertPreTokenizer. ValueError naming the file and the
-  setting for anything google-research/bert's tokenizer does not do (its do_lower_case
-  lower-cases and strips accents together)."""
-  spec = read_json(path)
-  model = spec.get("model") if isinstance(spec, dict) else None
-  normalizer = spec.get("normalizer") or {}
-  pre_tokenizer = spec.get("pre_tokenizer") or {}
-  anyway = "; give --vocab_file (and --do_lower_case) to use its vocab anyway"
-  if not isinstance(model, dict) or model.get("type") != "WordPiece":
-    kind = model.get("type") if isinstance(model, dict) else None
-    raise ValueError(f"{path}: model type {kind!r}, not BERT's WordPiece{anyway}")
-  expected = {("model", "continuing_subword_prefix"): (model.get("continuing_subword_prefix"),
-                                                       "##"),
-              ("model", "unk_token"): (model.get("unk_token"), "[UNK]"),
-              ("normalizer", "type"): (normalizer.get("type"), "BertNormalizer"),
-              ("normalizer", "handle_chinese_chars"): (normalizer.get("handle_chinese_chars"),
-                                                       True),
-              ("normalizer", "clean_text"): (normalizer.get("clean_text"), True),
-              ("pre_tokenizer", "type"): (pre_tokenizer.get("type"), "BertPreTokenizer")}
-  for (part, key), (value, supported) in expected.items():
-    if value != supported:
-      raise ValueError(f"{path}: {part} {key} {value!r}, where google-research/bert's "
-                       f"tokenizer has {supported!r}{anyway}")
-  lowercase = normalizer.get("lowercase")
-  strip_accents = normalizer.get("strip_accents")
-  if not isinstance(lowercase, bool) or strip_accents not in (None, lowercase):
-    raise ValueError(f"{path}: normalizer lowercase {lowercase!r} with strip_accents "
-                     f"{strip_accents!r}: google-research/bert's do_lower_case lower-cases and "
-                     f"strips accents together, or does neither{anyway}")
-  vocab = model.get("vocab")
-  if not isinstance(vocab, dict) or sorted(vocab.values()) != list(range(len(vocab))):
-    raise ValueError(f"{path}: model vocab is not a map of tokens to the ids 0..n-1")
-  return sorted(vocab, key=vocab.get), lowercase
-
-
-def vocab_from_tokenizer_json(path: str) -> str:
-  """A vocab.txt for a Hugging Face folder that has only tokenizer.json (what transformers 5's
-  save_pretrained writes): its WordPiece tokens in id order, in a folder of the temporary
-  directory named by the file's digest (written once, whole), beside a tokenizer_config.json
-  that states the normalizer's casing, which `FullTokenizer` then holds a --do_lower_case
-  to. ValueError naming the file for a tokenizer this project's does not equal."""
-  tokens, lowercase = _tokenizer_json_settings(path)
-  with tf.io.gfile.GFile(path, "rb") as f:
-    digest = hashlib.sha256(f.read()).hexdigest()[:16]
-  folder = os.path.join(tempfile.gettempdir(), f"bert_tf-tokenizer_json-{digest}")
-  vocab_file = os.path.join(folder, "vocab.txt")
-  if not os.path.exists(vocab_file):
-    os.makedirs(folder, exist_ok=True)
-    write_text(os.path.join(folder, "tokenizer_config.json"),
-               json.dumps({"do_lower_case": lowercase, "source": path}) + "\n")
-    write_text(vocab_file, "".join(t + "\n" for t in tokens))
-  logging.info("%s: its WordPiece vocab (%d tokens, do_lower_case=%s) as %s", path,
-               len(tokens), lowercase, vocab_file)
-  return vocab_file
 
 
 def load_config(path: str) -> BertConfig:

@@ -45,8 +45,13 @@ def define_model_flags(max_seq_length: int, fine_tuning: bool = True) -> None:
   if fine_tuning:
     flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was "
                         "trained on. Defaults to vocab.txt beside --init_checkpoint.")
-    flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text. Should be "
-                      "True for uncased models and False for cased models.")
+    # None when not given: the library takes the casing the model states.
+    flags.DEFINE_bool("do_lower_case", None, "Whether to lower case the input text. Should be "
+                      "True for uncased models and False for cased models. Default: what the "
+                      "model states (a Hugging Face folder's tokenizer.json or "
+                      "tokenizer_config.json, a TF Hub SavedModel's do_lower_case, a trained "
+                      "run's task_config.json), else True; a value that contradicts it is "
+                      "refused.")
 
 
 def define_training_flags(fine_tuning: bool = True) -> None:

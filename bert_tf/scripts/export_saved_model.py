@@ -79,7 +79,7 @@ def main() -> str:
   if FLAGS.format == "huggingface":
     return huggingface.export(
         FLAGS.init_checkpoint, FLAGS.export_dir, FLAGS.bert_config_file, FLAGS.vocab_file,
-        FLAGS.do_lower_case if FLAGS["do_lower_case"].present else None)
+        FLAGS.do_lower_case)
   if FLAGS.format == "tf_hub":
     paths = tf_hub.export(FLAGS.init_checkpoint, FLAGS.export_dir, FLAGS.bert_config_file,
                           FLAGS.vocab_file, FLAGS.do_lower_case, FLAGS.max_seq_length)

@@ -80,7 +80,7 @@ class ExtractArgs:
   bert_config_file: str | None = None
   vocab_file: str | None = None
   max_seq_length: int = 128
-  do_lower_case: bool = True
+  do_lower_case: bool | None = True  # None: what the model states (`FullTokenizer`).
   batch_size: int = 32
   output_format: str = "jsonl"
   pooling: str = "none"
