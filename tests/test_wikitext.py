@@ -1,10 +1,13 @@
 """data_gen.corpus.wikitext and prefilter on real wikitext: what the scanner cuts before the parse
 (the spans the parser would find, nothing more), and the markup that leaked from real pages
 before (a reference whose citation does not close, entities in links, what a dropped formula
-leaves, entities decoded twice). Each snippet is a few lines of a real article (the page is
-named; the shared dump excerpts hold them), changed only where a test says so."""
+leaves, entities decoded twice, a file link in another Unicode form than its wiki's names). Each
+snippet is a few lines of a real article (the page is named; the shared dump excerpts hold
+them; the Vietnamese one is written here), changed only where a test says so."""
 import time
+import unicodedata
 
+from data_gen.corpus import namespaces
 from data_gen.corpus import prefilter
 from data_gen.corpus import wikitext
 
@@ -118,3 +121,18 @@ def test_files_categories_and_lists_are_cut_whole():
           "Wind power in Estonia amounts to 58.1 megawatts.[[Category:Economy of Estonia|*]]")
   assert _strip(text)[0] == "\n\n\nWind power in Estonia amounts to 58.1 megawatts."
   assert _passages(text) == ["Wind power in Estonia amounts to 58.1 megawatts."]
+
+
+def test_namespace_names_and_links_match_in_nfc_whatever_form_each_is_written_in():
+  # Vietnamese Wikipedia's names for media, files and categories as a <siteinfo> gives them,
+  # in one form, and a page's links in the other (NFD: ậ, ể a letter and its combining marks):
+  # one name to MediaWiki, which stores NFC. The category has no file's extension to go by.
+  page = ("Năm 1737, Berlin còn nhỏ.[[Thể loại:Thủ đô châu Âu]]\n"
+          "[[Tập tin:Berlin 1737.jpg|nhỏ|300px|Berlin năm 1737]]")
+  for names_form, page_form in (("NFC", "NFD"), ("NFD", "NFC")):
+    siteinfo = [unicodedata.normalize(names_form, name)
+                for name in ("Phương tiện", "Tập tin", "Thể loại")]
+    hidden = wikitext.hidden_link_test(namespaces.hidden_names((), siteinfo))
+    text = unicodedata.normalize(page_form, page)
+    assert wikitext.passages(wikitext.parse(text, hidden)) == [
+        unicodedata.normalize(page_form, "Năm 1737, Berlin còn nhỏ.")], page_form

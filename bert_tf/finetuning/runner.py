@@ -309,7 +309,6 @@ class Runner:
     if args.do_train:
       loop.micro_batch_size(args.train_batch_size, strategy.num_replicas_in_sync,
                             args.gradient_accumulation_steps)
-    tf.io.gfile.makedirs(args.output_dir)
 
   def _write_model_files(self) -> None:
     """bert_config.json and vocab.txt beside the checkpoints (so they load as an
@@ -568,6 +567,9 @@ class Runner:
     """Does what the arguments ask; returns {"best": results, "runs": every run's}. Refuses
     (output_lock.OutputBusyError) while another job writes output_dir."""
     with output_lock.lock_output_dir(self.args.output_dir, self.is_chief):
+      # Made under the lock, which removes it again if the run leaves it empty (refused); the
+      # lock makes no folder on gs:// or for a worker that is not the chief.
+      tf.io.gfile.makedirs(self.args.output_dir)
       return self._run()
 
   def _run(self) -> dict:

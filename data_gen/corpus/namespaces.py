@@ -17,7 +17,10 @@ is a file's name (`is_file_link`: `[[Файл:Berlin.jpg|thumb|...]]` in Russian
 English <siteinfo>). Only with the file's extension: some wikis' names are words a title may
 start with in another (Romanian's `Imagine`, Dutch's `Medium`: `[[Imagine: John Lennon]]` is a
 film), and a category's target has no such mark, so categories stay the run's languages'.
-Names compare as MediaWiki compares them: case-insensitive, `_` a space (`normalized`).
+Names compare as MediaWiki compares them: case-insensitive, `_` a space, and in NFC, as
+MediaWiki stores every title (`normalized`): a dump whose text is decomposed (NFD: the ậ of
+Vietnamese `Tập tin` as an a and two combining marks) names its files as its NFC twin does. A
+file link goes whole by its name alone (its options, `nhỏ|300px`, are never compared).
 
 The standard library only: this runs in the workers.
 """
@@ -25,6 +28,7 @@ import functools
 import json
 import os
 import re
+import unicodedata
 
 # The namespaces a link into shows no text, by key: their canonical names.
 HIDDEN_NAMESPACES = {-2: "Media", 6: "File", 14: "Category"}
@@ -36,7 +40,10 @@ FILE_NAME = re.compile(r"\.(?:jpe?g|png|gif|svg|tiff?|webp|xcf|ogg|oga|ogv|opus|
 
 
 def normalized(name: str) -> str:
-  """A namespace name as MediaWiki matches it: lower case, `_` and runs of spaces one space."""
+  """A namespace name as MediaWiki matches it: NFC, lower case, `_` and runs of spaces one
+  space. (It runs for every link with a colon: an ASCII name, most of them, is its own NFC.)"""
+  if not name.isascii():
+    name = unicodedata.normalize("NFC", name)
   return " ".join(name.replace("_", " ").split()).lower()
 
 
