@@ -52,6 +52,24 @@ def test_prefixes_in_one_folder_lock_apart(tmp_path):
     assert os.listdir(tmp_path) == [".a.tfrecord.lock"]  # b's lock, taken first, was freed.
 
 
+def test_a_folder_the_job_made_and_left_empty_is_removed(tmp_path):
+  out = tmp_path / "new" / "out"
+  with pytest.raises(ValueError, match="refused"):
+    with output_lock.lock_output_dir(str(out)):
+      assert out.is_dir()
+      raise ValueError("refused before it wrote anything")
+  assert os.listdir(tmp_path) == []  # Both folders it made.
+  with output_lock.lock_output_files([str(out / "pretrain.tfrecord")]):
+    (out / "pretrain.tfrecord").write_text("")
+  assert os.listdir(out) == ["pretrain.tfrecord"]  # It holds the job's output.
+  # A folder the job did not make stays, empty as it was: the user's.
+  mine = tmp_path / "mine"
+  os.makedirs(mine)
+  with output_lock.lock_output_dir(str(mine)):
+    pass
+  assert os.listdir(mine) == []
+
+
 def test_outputs_that_are_no_local_path_go_unlocked(tmp_path):
   with output_lock.lock_output_dir("ram://out"):
     with output_lock.lock_output_dir("ram://out"):

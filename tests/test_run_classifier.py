@@ -294,6 +294,7 @@ def test_cli_exits_non_zero_with_the_file_and_line(tmp_path):
   assert "run_classifier: error:" in result.stderr
   assert f"{tmp_path / 'data' / 'dev.tsv'}:6: label '7' is not one of ['0', '1']" in (
       result.stderr)
+  assert not (tmp_path / "out").exists()  # Refused before it wrote anything: no folder left.
 
 
 def test_the_run_summary_says_what_a_sweep_did():

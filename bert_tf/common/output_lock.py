@@ -10,6 +10,9 @@ however it ends (kill -9 too): a lock left by a dead job never blocks the next o
 Taken once per run (a fine-tuning sweep's runs all go on under it): not re-entrant, so two
 threads of one process writing the same output are refused like two processes. Outputs on
 gs://, ram:// and tf.io.gfile's other file systems go unlocked: flock needs a local one.
+
+The lock makes the folder it sits in, and removes again each folder it made that the job left
+empty: a job refused before it wrote anything (a malformed data file) leaves no folder behind.
 """
 import contextlib
 import fcntl
@@ -120,15 +123,32 @@ def _hold(output: str, lock_path: str):
     # gs://, ram:// and the other file systems of tf.io.gfile have no flock: not locked.
     yield
     return
+  made = _missing_folders(os.path.dirname(lock_path) or ".")
   os.makedirs(os.path.dirname(lock_path) or ".", exist_ok=True)
-  fd = _acquire(output, lock_path)
   try:
-    yield
+    fd = _acquire(output, lock_path)
+    try:
+      yield
+    finally:
+      # Removed while still held, so that no job ever finds a stale one (see `_acquire`).
+      with contextlib.suppress(FileNotFoundError):
+        os.unlink(lock_path)
+      os.close(fd)
   finally:
-    # Removed while still held, so that no job ever finds a stale one (see `_acquire`).
-    with contextlib.suppress(FileNotFoundError):
-      os.unlink(lock_path)
-    os.close(fd)
+    for folder in made:  # The deepest first; rmdir keeps a folder that holds anything.
+      try:
+        os.rmdir(folder)
+      except OSError:
+        break
+
+
+def _missing_folders(folder: str) -> list[str]:
+  """The folders os.makedirs(folder) would make, the deepest first."""
+  missing, folder = [], os.path.abspath(folder)
+  while not os.path.exists(folder):
+    missing.append(folder)
+    folder = os.path.dirname(folder)
+  return missing
 
 
 def _acquire(output: str, lock_path: str) -> int:

@@ -372,10 +372,11 @@ def pretrain(args: PretrainArgs, strategy: tf.distribute.Strategy) -> dict:
   # dropout generators (`encoder.generator_dropout`).
   tf_keras.utils.set_random_seed(args.seed)
   check_records(files, args.record_layout(), config.vocab_size)
-  tf.io.gfile.makedirs(args.output_dir)
   is_chief = distribute.is_chief(strategy)
   with (output_lock.lock_output_dir(args.output_dir, is_chief),
         datasets.naming_damaged_file(files)):
+    # Under the lock, which removes it again if the run leaves it empty (see `Runner.run`).
+    tf.io.gfile.makedirs(args.output_dir)
     continued = _continuation(args) if args.do_train else None
     if is_chief:
       _write_config(config, args)
