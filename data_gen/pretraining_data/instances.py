@@ -35,10 +35,15 @@ class TokenizedChunk:
   token_ids:       [tokens] int32.
   sentence_starts: [sentences + 1] int64.
   document_starts: [documents + 1] int64.
+  sentences_not_nfc, unk_tokens_not_nfc: for the report only (`documents.tokenize_chunk`):
+                   its sentences not in Unicode NFC, and the [UNK] tokens of theirs that their
+                   NFC form would not have.
   """
   token_ids: np.ndarray
   sentence_starts: np.ndarray
   document_starts: np.ndarray
+  sentences_not_nfc: int = 0
+  unk_tokens_not_nfc: int = 0
 
   @property
   def num_documents(self) -> int:

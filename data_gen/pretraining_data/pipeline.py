@@ -60,6 +60,10 @@ class JobStats:
   sentences: int = 0
   tokens: int = 0
   unk_tokens: int = 0
+  # The sentences not in Unicode NFC, and the [UNK] tokens of theirs NFC would spare
+  # (`documents.tokenize_chunk`): the [UNK] warning's normalization part.
+  sentences_not_nfc: int = 0
+  unk_tokens_not_nfc: int = 0
   instances: int = 0
   instance_tokens: int = 0
   masked_tokens: int = 0
@@ -198,6 +202,8 @@ def create_pretraining_data(input_files: list[str] | dict[str, list[str]],
         counts.sentences += chunk.num_sentences
         counts.tokens += len(chunk.token_ids)
         counts.unk_tokens += int((chunk.token_ids == tokenizer.unk_id).sum())
+        counts.sentences_not_nfc += chunk.sentences_not_nfc
+        counts.unk_tokens_not_nfc += chunk.unk_tokens_not_nfc
       if chunk.num_documents:
         rate = 1.0 if sampling is None else sampling[language]["rate"]
         in_flight.append((language, pool.submit(
@@ -298,9 +304,18 @@ def summary(stats: dict) -> str:
         f"{language} {s['raw_share']:.1%} -> {s['sampled_share']:.1%}"
         for language, s in stats["languages"].items()))
   if stats["unk_rate"] > HIGH_UNK_RATE:
+    causes = []
+    if stats["unk_tokens_not_nfc"]:
+      causes.append(
+          f"{stats['sentences_not_nfc'] / max(stats['sentences'], 1):.1%} of the text is not "
+          f"in Unicode NFC (decomposed accents?), and in NFC {stats['unk_tokens_not_nfc']:,} "
+          "of these would not be [UNK]: normalize it (e.g. uconv -x any-nfc, or Python's "
+          "unicodedata.normalize('NFC', line)) before this job")
+    if stats["unk_tokens"] - stats["unk_tokens_not_nfc"] > HIGH_UNK_RATE * stats["tokens"]:
+      causes.append("is the vocab the corpus's language and script, and --do_lower_case the "
+                    "vocab's?")
     lines.append(f"WARNING: {stats['unk_tokens']:,} tokens ({stats['unk_rate']:.1%}, over "
-                 f"{HIGH_UNK_RATE:.0%}) are [UNK]: is the vocab the corpus's language and "
-                 "script, and --do_lower_case the vocab's?")
+                 f"{HIGH_UNK_RATE:.0%}) are [UNK]: {'; '.join(causes)}")
   if stats["invalid_utf8_lines"]:
     lines.append(f"WARNING: {stats['invalid_utf8_lines']:,} lines were not valid UTF-8 (decoded "
                  f"with U+FFFD replacements), first at {', '.join(stats['invalid_utf8_examples'])}")
