@@ -14,7 +14,10 @@ task's name, its settings, and toy data to build it on) and inherits one test pe
     can be imported;
   - every signature of the export answers an empty batch (TF Serving passes one through) with
     0 rows of every output;
-  - every op of the export is one stock TF Serving 2.20 links, and none needs XLA.
+  - every op of the export is one stock TF Serving 2.20 links, and none needs XLA;
+  - a student distilled from a fine-tuned teacher of the task (`finetuning.distillation`)
+    moves its outputs to the teacher's: its soft loss against the teacher's outputs falls to
+    a fraction of a fresh student's, on every output the task distils.
 """
 import dataclasses
 from typing import Callable
@@ -25,7 +28,8 @@ import pytest
 import tensorflow as tf
 
 from bert_tf import finetuning
-from bert_tf.finetuning import runner
+from bert_tf.finetuning import distillation, runner
+from bert_tf.finetuning.task import FineTuningTask
 from bert_tf.training import distribute
 from export import tf_serving
 from tfrecords import datasets, schema, writer
@@ -208,3 +212,43 @@ class TaskContract:
   def test_every_exported_op_is_one_tf_serving_links(self, exported, ops_outside_tf_serving):
     problems = ops_outside_tf_serving(exported[1])
     assert not problems, problems
+
+  @pytest.mark.slow
+  def test_a_distilled_student_moves_to_its_teachers_outputs(self, case, tmp_path, vocab_file,
+                                                            tiny_bert_config):
+    strategy = distribute.get_strategy("one_device")
+    data = case.make_data(str(tmp_path / "data"))
+    config_file = str(tmp_path / "teacher_config.json")
+    tiny_bert_config.to_json_file(config_file)
+    common = dict(vocab_file=vocab_file, do_train=True, train_batch_size=8,
+                  iterations_per_loop=1000)
+    # A teacher whose outputs differ from a fresh model's near-uniform ones: a high rate.
+    teacher = runner.RunArgs(output_dir=str(tmp_path / "teacher"), bert_config_file=config_file,
+                             num_train_epochs=8, learning_rates=(1e-2,), **common)
+    runner.run(finetuning.build(case.kind, case.settings, **data), teacher, strategy)
+    student_config = dataclasses.replace(tiny_bert_config, num_hidden_layers=1)
+    student_file = str(tmp_path / "student_config.json")
+    student_config.to_json_file(student_file)
+    args = runner.RunArgs(output_dir=str(tmp_path / "student"), bert_config_file=student_file,
+                          teacher_checkpoint=teacher.output_dir, num_train_epochs=12,
+                          learning_rates=(1e-2,), seed=7, **common)
+    task = finetuning.build(case.kind, case.settings, **data)
+    if type(task).soft_targets is FineTuningTask.soft_targets:  # It does not say: refused.
+      with pytest.raises(ValueError, match="cannot be distilled"):
+        runner.run(task, args, strategy)
+      return
+    student = runner.Runner(task, args, strategy)
+    student.run()
+    # The records the student read (the teacher's outputs in them), and its soft loss on them
+    # before training (the same seed's fresh student) and after.
+    [records] = student.write_records("train", 1)
+    [batch] = _batches(records.path, records.layout, records.num_features)
+    tf.keras.utils.set_random_seed(args.seed)
+    fresh = task.build_model(student_config)
+    trained = runner.load_trained(args.output_dir)[1]
+    for name in distillation.targets_of(task, batch, fresh(batch, training=False)):
+      before, after = (float(distillation.soft_loss(
+          distillation.targets_of(task, batch, model(batch, training=False))[name],
+          batch[distillation.PREFIX + name], 1.0, task.loss_counts(batch)))
+          for model in (fresh, trained))
+      assert after < 0.3 * before, (name, before, after)

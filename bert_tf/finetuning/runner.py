@@ -42,9 +42,10 @@ from bert_tf.common.files import write_text
 from bert_tf.modeling import checkpoints
 from bert_tf.modeling import encoder
 from bert_tf.modeling.configs import BertConfig
+from bert_tf.finetuning import distillation
 from bert_tf.finetuning import task_class
 from bert_tf.finetuning.task import FineTuningTask, Features, TaskConfig
-from bert_tf.tokenization import FullTokenizer
+from bert_tf.tokenization import FullTokenizer, load_vocab
 from bert_tf.training import distribute
 from bert_tf.training import loop
 from bert_tf.training import optimization
@@ -93,6 +94,12 @@ class RunArgs:
   # Random training batches as this many micro-batches sorted by length, each cut (see
   # `datasets.sorted_micro_batches`); where it applies, see `Runner.dataset`.
   sorted_micro_batches: int = 4
+  # Distillation (`finetuning.distillation`): a fine-tuned model of the task whose outputs the
+  # trained model learns; None: the gold labels alone.
+  teacher_checkpoint: str | None = None
+  distill_temperature: float = 1.0
+  distill_weight: float = 1.0
+  init_from_teacher_layers: tuple[int, ...] = ()
 
 
 # What a run's run_settings.json held without naming it, before the setting existed: until
@@ -206,12 +213,14 @@ def load_trained(model_dir: str, checkpoint: str | None = None, data: str | None
 
 @dataclasses.dataclass
 class SplitRecords:
-  """A split written as records: its examples, the record file, how many features it holds,
-  and (eval and predict splits only: post-processing reads them) the features themselves and,
-  where they are written in order of length, the feature of each record (`by_length`)."""
+  """A split written as records: its examples, the record file and its layout, how many
+  features it holds, and (eval and predict splits only: post-processing reads them) the
+  features themselves and, where they are written in order of length, the feature of each
+  record (`by_length`)."""
   name: str
   examples: list
   path: str
+  layout: list
   num_features: int
   features: Features | None = None
   order: np.ndarray | None = None
@@ -279,9 +288,14 @@ class Runner:
         take_trained_settings(task, *trained, args.flags_given)
     trained_dir = (args.output_dir if not args.do_train and
                    tf.train.latest_checkpoint(args.output_dir) else None)
-    self.bert_config, vocab_file = checkpoints.resolve_files(
-        args.bert_config_file, args.vocab_file, args.init_checkpoint,
-        task.config.max_seq_length, trained_dir)
+    self.distillation = self.teacher_head = self.teacher_weights = None
+    if args.teacher_checkpoint:
+      self.bert_config, vocab_file = self._student_files()
+      self._check_teacher()
+    else:
+      self.bert_config, vocab_file = checkpoints.resolve_files(
+          args.bert_config_file, args.vocab_file, args.init_checkpoint,
+          task.config.max_seq_length, trained_dir)
     self.tokenizer = FullTokenizer(vocab_file, task.config.do_lower_case)
     # do_lower_case None (the flag not given): the model's, which task_config.json records.
     task.config = dataclasses.replace(task.config, do_lower_case=self.tokenizer.do_lower_case)
@@ -294,7 +308,7 @@ class Runner:
     self.is_chief = distribute.is_chief(strategy)
     self._predictions = {}  # split -> (examples, predictions): a split both scored and written.
     self.vocab_file = vocab_file
-    self.init_head = self._init_head() if args.init_checkpoint else None
+    self.init_head = self._init_head(args.init_checkpoint) if args.init_checkpoint else None
     if not args.do_train and not trained_dir:
       if not args.init_checkpoint:
         raise FileNotFoundError(f"no checkpoint in {args.output_dir} and no "
@@ -309,6 +323,65 @@ class Runner:
     if args.do_train:
       loop.micro_batch_size(args.train_batch_size, strategy.num_replicas_in_sync,
                             args.gradient_accumulation_steps)
+
+  def _student_files(self) -> tuple[BertConfig, str]:
+    """(BertConfig, vocab file) of a student (--teacher_checkpoint): --bert_config_file or
+    --init_checkpoint's, or with --init_from_teacher_layers the teacher's less the layers left
+    out (`distillation.student_config`); the vocab --vocab_file's, --init_checkpoint's, else
+    the teacher's, which the student's must be (the teacher reads the student's records).
+    ValueError naming the flag otherwise."""
+    args, max_seq_length = self.args, self.task.config.max_seq_length
+    if not args.do_train:
+      raise ValueError(f"--teacher_checkpoint={args.teacher_checkpoint} without --do_train: "
+                       "a teacher's outputs are training targets")
+    self.distillation = distillation.Settings(
+        args.teacher_checkpoint, args.distill_temperature, args.distill_weight,
+        tuple(args.init_from_teacher_layers))
+    self.teacher_config, teacher_vocab = checkpoints.resolve_files(
+        None, None, args.teacher_checkpoint, max_seq_length)
+    layers = self.distillation.teacher_layers
+    if layers:
+      if args.init_checkpoint:
+        raise ValueError("--init_from_teacher_layers and --init_checkpoint: the student starts "
+                         "from one of them")
+      student = (checkpoints.config_from_file(args.bert_config_file)
+                 if args.bert_config_file else None)
+      config = distillation.student_config(self.teacher_config, student, layers)
+      vocab_file = args.vocab_file or teacher_vocab
+    elif args.bert_config_file or args.init_checkpoint:
+      config, vocab_file = checkpoints.resolve_files(
+          args.bert_config_file, args.vocab_file or (None if args.init_checkpoint else
+                                                     teacher_vocab),
+          args.init_checkpoint, max_seq_length)
+    else:
+      raise ValueError(f"--teacher_checkpoint={args.teacher_checkpoint}: which student? Give "
+                       "its --bert_config_file (and --init_checkpoint: a pretrained compact "
+                       "model), or --init_from_teacher_layers")
+    if load_vocab(vocab_file) != load_vocab(teacher_vocab):
+      raise ValueError(f"--teacher_checkpoint={args.teacher_checkpoint}: its vocab "
+                       f"({teacher_vocab}) is not the student's ({vocab_file}): the teacher "
+                       "reads the student's token ids")
+    return config, vocab_file
+
+  def _check_teacher(self) -> None:
+    """Refuses a teacher that is not a fine-tuned model of this task and labels (its head as
+    `_init_head` finds it), or one of this project's trained with another casing; the casing
+    not given (None), the teacher's own, which reads the same token ids."""
+    args, task = self.args, self.task
+    self.teacher_head = self._init_head(args.teacher_checkpoint)
+    if self.teacher_head[0] == "encoder":
+      raise ValueError(f"--teacher_checkpoint={args.teacher_checkpoint}: "
+                       f"{self.teacher_head[1]}: a teacher is a fine-tuned {task.config.kind} "
+                       "model of this run's labels, head included")
+    if self.teacher_head[0] != "model":
+      return
+    trained = checkpoints.beside(args.teacher_checkpoint, TASK_CONFIG)
+    casing = read_task_config(trained).do_lower_case
+    if task.config.do_lower_case is None:
+      task.config = dataclasses.replace(task.config, do_lower_case=casing)
+    elif task.config.do_lower_case != casing:
+      raise ValueError(f"--do_lower_case={task.config.do_lower_case}: the teacher was trained "
+                       f"with do_lower_case={casing} ({trained})")
 
   def _write_model_files(self) -> None:
     """bert_config.json and vocab.txt beside the checkpoints (so they load as an
@@ -335,6 +408,8 @@ class Runner:
                         f"{split} split, for --do_{mode})")
       features = self.task.convert_examples(examples, self.tokenizer, is_training)
       records, order = features.records, None
+      if is_training and self.distillation:
+        layout = layout + self._add_teacher_outputs(records, layout)
       if not is_training:
         if self.length_buckets:  # Batches of similar lengths, cut (see `dataset`).
           order = by_length(records, layout)
@@ -346,9 +421,37 @@ class Runner:
       logging.info("%s: %d examples, %d features%s -> %s", split, len(examples), len(features),
                    padding, path)
       # Training features are only counted: SQuAD's would hold ~1 GB for nothing.
-      out.append(SplitRecords(split, examples, path, len(features),
+      out.append(SplitRecords(split, examples, path, layout, len(features),
                               None if is_training else features, order))
     return out
+
+  def _add_teacher_outputs(self, records: list[dict], layout: list) -> list:
+    """The teacher's outputs of the training records (`distillation.teacher_outputs`), added
+    to each record; returns their features in the layout. The teacher runs once, dropout off,
+    over the records in order of length (batches cut as evaluation's), and its weights are
+    kept for --init_from_teacher_layers."""
+    args, task = self.args, self.task
+    with self.strategy.scope():
+      teacher = task.build_model(self.teacher_config)
+    self.load(teacher, args.teacher_checkpoint, self.teacher_head, strict=True)
+    order = by_length(records, layout) if self.length_buckets else None
+    ordered = records if order is None else [records[i] for i in order]
+    batch_size = args.eval_batch_size
+    path = os.path.join(args.output_dir, "teacher_input.tf_record")
+    writer.write_records(path, layout, ordered + padding_records(
+        layout, -len(ordered) % batch_size))
+    teacher_outputs = distillation.TeacherOutputs(task, task.config.max_seq_length)
+    outputs = self.outputs(teacher, SplitRecords("train", [], path, layout, len(records),
+                                                 order=order),
+                           batch_size, teacher_outputs)
+    tf.io.gfile.remove(path)
+    for index, record in enumerate(records):
+      record.update({name: values[index].reshape(-1) for name, values in outputs.items()})
+    if self.distillation.teacher_layers:
+      self.teacher_weights = distillation.layer_weights(teacher)
+    logging.info("the teacher's outputs (%s) of %d training features, from %s",
+                 ", ".join(outputs), len(records), args.teacher_checkpoint)
+    return teacher_outputs.record_features(outputs)
 
   def dataset(self, records: SplitRecords, batch_size: int, is_training: bool, seed=None,
               ctx=None) -> tf.data.Dataset:
@@ -372,18 +475,19 @@ class Runner:
                    "sized to pad least, each cut to its longest: one update, the whole batch's "
                    "gradient", parts)
     return datasets.record_dataset(
-        [records.path], task.record_layout(is_training), batch_size, is_training,
+        [records.path], records.layout, batch_size, is_training,
         input_context=ctx, seed=seed, drop_remainder=True, length_buckets=self.length_buckets,
         records_per_epoch=records.num_features,
         group_by_length=grouped, micro_batches=parts, least_padding=accumulation == 1)
 
-  def _init_head(self) -> tuple[str, str]:
-    """What --init_checkpoint gives the task's head: ("model", its task_config.json) for a
+  def _init_head(self, path: str) -> tuple[str, str]:
+    """What a checkpoint (--init_checkpoint, --teacher_checkpoint) gives the task's head:
+    ("model", its task_config.json) for a
     fine-tuned model of this task (the same kind and `head_fields`: the labels, in the same
     order), ("tf1", the names) for google-research/bert's fine-tuned output layer of this
     task (`checkpoints.TF1_HEADS`), ("hf", its class) for a Hugging Face model of this task's
     class with this run's labels (`_hf_head`), else ("encoder", why it gives none)."""
-    path, config = self.args.init_checkpoint, self.task.config
+    config = self.task.config
     kind, _ = checkpoints.resolve(path)
     if kind == "tf1":
       heads = checkpoints.tf1_heads(path)
@@ -438,17 +542,31 @@ class Runner:
     return "hf", f"a Hugging Face {architecture}"
 
   def init_fn(self, model: tf_keras.Model) -> int:
-    """Loads --init_checkpoint: the whole model, head included, when it is a fine-tuned model
-    of this task (its task_config.json has the same kind and labels, in the same order),
-    google-research/bert's fine-tuned checkpoint of this task's head (run_classifier's
-    output_weights, run_squad's cls/squad/output_*) or a Hugging Face model of this task's
-    class and labels (its classifier or qa_outputs); else only the encoder, the task's head
-    freshly drawn, and a log line names why (see `_init_head`). Returns the global step of
-    the model restored whole, else 0."""
-    path = self.args.init_checkpoint
-    if not path:
+    """Initialises a model to train or to predict with: from the teacher's layers
+    (--init_from_teacher_layers: `distillation.init_from_teacher`), else from
+    --init_checkpoint (`load`), else not at all. Returns the global step of a model restored
+    whole, else 0."""
+    if self.teacher_weights is not None:
+      layers = self.distillation.teacher_layers
+      distillation.init_from_teacher(model, self.teacher_weights, layers)
+      logging.info("initialized the student from the teacher's layers %s, embeddings and head "
+                   "(%s)", ",".join(map(str, layers)), self.args.teacher_checkpoint)
       return 0
-    how, why = self.init_head
+    if not self.args.init_checkpoint:
+      return 0
+    return self.load(model, self.args.init_checkpoint, self.init_head,
+                     strict=not self.args.do_train)
+
+  def load(self, model: tf_keras.Model, path: str, head: tuple[str, str], strict: bool) -> int:
+    """Loads a checkpoint as `_init_head` said of it (`head`): the whole model, head included,
+    when it is a fine-tuned model of this task (its task_config.json has the same kind and
+    labels, in the same order), google-research/bert's fine-tuned checkpoint of this task's
+    head (run_classifier's output_weights, run_squad's cls/squad/output_*) or a Hugging Face
+    model of this task's class and labels (its classifier or qa_outputs); else only the
+    encoder, the task's head freshly drawn, and a log line names why. strict: a head whose
+    weights do not fit is an error, not drawn fresh. Returns the global step of the model
+    restored whole, else 0."""
+    how, why = head
     if how == "model":
       step = restore(model, checkpoints.resolve(path)[1])
       logging.info("initialized the whole model, head included, from %s (%s: the same task "
@@ -463,7 +581,7 @@ class Runner:
         else:
           checkpoints.load_hf_head(kernel, bias, path)
       except ValueError as e:
-        if not self.args.do_train:
+        if strict:
           raise
         logging.info("initialized the encoder from %s; the %s head is drawn fresh: %s", path,
                      self.task.config.kind, e)
@@ -500,7 +618,8 @@ class Runner:
           lambda: optimization.create_optimizer(
               learning_rate, num_train_steps, num_warmup_steps,
               loss_scaling=args.mixed_precision == "fp16"),
-          self.task.loss,
+          (distillation.loss_fn(self.task, self.distillation) if self.distillation else
+           self.task.loss),
           lambda ctx: self.dataset(records, args.train_batch_size, True, seed, ctx),
           run_dir, num_train_steps, steps_per_loop=args.iterations_per_loop,
           save_checkpoints_steps=args.save_checkpoints_steps, init_fn=self.init_fn,
@@ -524,8 +643,17 @@ class Runner:
     return model, self.init_fn(model)
 
   def predict(self, model: tf_keras.Model, records: SplitRecords, batch_size: int):
-    """The task's per-example predictions for a split: the model over its records (each global
-    batch split across replicas in order and gathered back), then post-processing."""
+    """The task's per-example predictions for a split: the model's outputs (`outputs`),
+    then post-processing."""
+    return self.task.postprocess(
+        records.examples, records.features,
+        self.outputs(model, records, batch_size, self.task.predict_outputs))
+
+  def outputs(self, model: tf_keras.Model, records: SplitRecords, batch_size: int,
+              output_fn: Callable[[dict, object], dict]) -> dict[str, np.ndarray]:
+    """output_fn(features, model outputs) of every feature of a split, in the features'
+    order: the model over its records, dropout off (each global batch split across replicas
+    in order and gathered back)."""
     strategy = self.strategy
 
     # Plain ops only: nothing for AutoGraph to convert. Batches cut to their own lengths come
@@ -533,8 +661,7 @@ class Runner:
     @tf.function(autograph=False, reduce_retracing=True)
     def step(features):
       def replica_fn(f):
-        outputs = loop.without_autograph(model)(f, training=False)
-        return self.task.predict_outputs(f, outputs)
+        return output_fn(f, loop.without_autograph(model)(f, training=False))
       return tf.nest.map_structure(lambda t: strategy.gather(t, axis=0),
                                    strategy.run(replica_fn, args=(features,)))
 
@@ -548,8 +675,7 @@ class Runner:
           logging.info("predicting %s: %s", records.name, pace.line(len(batches), "batches"))
     num = records.num_features
     outputs = {k: np.concatenate([b[k].numpy() for b in batches])[:num] for k in batches[0]}
-    return self.task.postprocess(records.examples, records.features,
-                                 in_feature_order(outputs, records.order))
+    return in_feature_order(outputs, records.order)
 
   def evaluate(self, model: tf_keras.Model, eval_records: list[SplitRecords]) -> dict:
     """Dev metrics, named as the original's eval_results.txt: `eval_<metric>` for the first
@@ -613,7 +739,10 @@ class Runner:
                 "train_batch_size", "learning_rates", "num_restarts", "num_train_epochs",
                 "warmup_proportion", "seed", "mixed_precision")},
             # The order and shapes of the batches: a resumed run must draw the same ones.
-            "length_buckets": self.length_buckets, "group_by_length": self.args.group_by_length}
+            "length_buckets": self.length_buckets, "group_by_length": self.args.group_by_length,
+            # Only where there is one: runs from before distillation existed read the same.
+            **({"distillation": dataclasses.asdict(self.distillation)} if self.distillation
+               else {})}
 
   def sweep(self, train_records: SplitRecords, eval_records: list[SplitRecords]):
     """Fine-tunes once per (learning rate, restart); keeps the best on the task's primary

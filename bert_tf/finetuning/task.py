@@ -11,7 +11,8 @@ A task is one file (`classification.py`, `squad.py`, ...) holding, in this order
   records      record_layout(is_training): the TFRecord layout (`tfrecords.schema`)
   model        build_model(bert_config): an encoder (`model.encoder`) and the task's head,
                variables created; outputs a tensor or a dict of tensors
-  loss         loss(features, outputs) -> (mean loss, {name: scalar metric})
+  loss         loss(features, outputs) -> (mean loss, {name: scalar metric});
+               soft_targets(features, outputs): what a student distils of the outputs
   outputs      predict_outputs(features, outputs): what each feature hands to post-processing
   predictions  postprocess(examples, features, outputs): per-feature arrays -> per-example
                predictions
@@ -222,6 +223,13 @@ class FineTuningTask(abc.ABC):
     a per-token output is padded back to it."""
     del features
     return outputs if isinstance(outputs, dict) else {"logits": outputs}
+
+  def soft_targets(self, features: dict, outputs) -> dict | None:
+    """What of a batch's outputs (as build_model's model gives them) a student learns from a
+    fine-tuned teacher of this task: {name: `distillation.SoftTarget`}, the same names for
+    every batch. None: the task cannot be distilled."""
+    del features, outputs
+    return None
 
   # Predictions, metrics and files.
   @abc.abstractmethod

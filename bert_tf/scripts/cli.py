@@ -135,6 +135,33 @@ def define_training_flags(fine_tuning: bool = True) -> None:
                        "seeds seed, seed+1, ...; the best on dev is kept.", lower_bound=1)
   flags.DEFINE_string("export_dir", None, "If set, export the (best) model as a SavedModel for "
                       "TF Serving into <export_dir>/<next version>/.")
+  define_distillation_flags()
+
+
+def define_distillation_flags() -> None:
+  """A fine-tuned teacher that the trained model (the student) learns from
+  (`bert_tf.finetuning.distillation`)."""
+  flags.DEFINE_string("teacher_checkpoint", None,
+                      "Distil: a fine-tuned model of this task and labels (a run's "
+                      "--output_dir or checkpoint, google-research/bert's fine-tuned TF1 "
+                      "checkpoint, a transformers folder with its head) whose outputs the "
+                      "model trained here learns: class probabilities, per-token or span "
+                      "distributions, scores. The teacher runs once over the training "
+                      "features. The student is --bert_config_file (and --init_checkpoint: a "
+                      "pretrained compact model), or --init_from_teacher_layers.")
+  flags.DEFINE_float("distill_temperature", 1.0,
+                     "The softmax temperature of the teacher's and the student's "
+                     "distributions (Hinton et al.; DistilBERT: 2); the soft loss is scaled by "
+                     "its square.", lower_bound=1e-3)
+  flags.DEFINE_float("distill_weight", 1.0,
+                     "The soft loss's weight; the gold labels' loss gets 1 - it (1: the "
+                     "teacher's outputs alone, as Turc et al.'s pre-trained distillation).",
+                     lower_bound=0.0, upper_bound=1.0)
+  flags.DEFINE_list("init_from_teacher_layers", [],
+                    "Initialise the student from these teacher layers, one per student layer "
+                    "(DistilBERT: every other one, 0,2,4,6,8,10), and the teacher's embeddings, "
+                    "pooler and head; the student's config is the teacher's with that many "
+                    "layers.")
 
 
 def define_accelerator_flags() -> None:
@@ -174,6 +201,15 @@ def learning_rates() -> tuple[float, ...]:
   return rates
 
 
+def teacher_layers() -> tuple[int, ...]:
+  """--init_from_teacher_layers' comma-separated layer numbers."""
+  try:
+    return tuple(int(v) for v in FLAGS.init_from_teacher_layers)
+  except ValueError:
+    raise ValueError(f"--init_from_teacher_layers={','.join(FLAGS.init_from_teacher_layers)}: "
+                     "not a comma-separated list of layer numbers") from None
+
+
 def check_data_outside_output(task, args) -> None:
   """Refuses a data file that the run's modes read (`task.split_file`) inside --output_dir:
   the run writes its records, checkpoints and the task's prediction files there (run_squad
@@ -193,7 +229,8 @@ def fine_tune(kind: str) -> dict:
   fields = [f.name for f in dataclasses.fields(task_class.config_class)]
   task = finetuning.build(kind, {name: FLAGS[name].value for name in fields if name in FLAGS},
                      **{name: FLAGS[name].value for name in task_class.input_args})
-  args = args_from_flags(runner.RunArgs, learning_rates=learning_rates())
+  args = args_from_flags(runner.RunArgs, learning_rates=learning_rates(),
+                         init_from_teacher_layers=teacher_layers())
   strategy = strategy_from_flags()
   check_data_outside_output(task, args)
   return runner.run(task, args, strategy, exporter=tf_serving.export)

@@ -48,6 +48,7 @@ from bert_tf.finetuning import register
 from bert_tf.finetuning import text_files
 from bert_tf.finetuning.inputs import IDS_SIGNATURE, TextPacker, ids_signature, pack
 from bert_tf.finetuning import losses
+from bert_tf.finetuning.distillation import SoftTarget
 from bert_tf.finetuning.task import Features, FineTuningTask, TaskConfig
 from bert_tf.tokenization import FullTokenizer
 from tfrecords import schema
@@ -291,6 +292,11 @@ class MultipleChoiceTask(FineTuningTask):
   def loss(self, features: dict, outputs, counts=None) -> tuple[tf.Tensor, dict]:
     """Cross-entropy of the softmax over the endings (and accuracy), in float32."""
     return losses.softmax_loss(features["label_ids"][:, 0], outputs, counts)
+
+  def soft_targets(self, features: dict, outputs) -> dict[str, SoftTarget]:
+    """The teacher's softmax over the endings."""
+    del features
+    return {"logits": SoftTarget("classes", outputs)}
 
   def predict_outputs(self, features: dict, outputs) -> dict[str, tf.Tensor]:
     return {"logits": tf.cast(outputs, tf.float32)}

@@ -51,6 +51,7 @@ from bert_tf.tasks.classification.glue import InputExample
 from bert_tf.finetuning.inputs import (IDS_SIGNATURE, SERVING_CHUNK, TextPacker, call_by_length,
                                   ids_signature, pack)
 from bert_tf.finetuning import losses
+from bert_tf.finetuning.distillation import SoftTarget
 from bert_tf.finetuning.task import Features, FineTuningTask, TaskConfig
 from bert_tf.tokenization import FullTokenizer
 from tfrecords import schema
@@ -168,6 +169,11 @@ class ClassificationTask(FineTuningTask):
       errors = tf.square(tf.cast(outputs, tf.float32)[:, 0] - labels)
       return losses.mean(errors, losses.records(counts, labels)), {}
     return losses.softmax_loss(labels, outputs, counts)
+
+  def soft_targets(self, features: dict, outputs) -> dict[str, SoftTarget]:
+    """The teacher's softmax over the labels, or its score for regression."""
+    del features
+    return {"logits": SoftTarget("score" if self.regression else "classes", outputs)}
 
   def predict_outputs(self, features: dict, outputs) -> dict[str, tf.Tensor]:
     return {"logits": tf.cast(outputs, tf.float32)}

@@ -57,6 +57,7 @@ from bert_tf.modeling.encoder import INPUT_NAMES, build_encoder, create_variable
 from bert_tf.modeling.feature_extractor import FeatureExtractor
 from bert_tf.finetuning import register
 from bert_tf.finetuning import losses
+from bert_tf.finetuning.distillation import SoftTarget
 from bert_tf.finetuning import text_files
 from bert_tf.finetuning.task import Features, FineTuningTask, TaskConfig
 from bert_tf.tokenization import FullTokenizer
@@ -541,6 +542,12 @@ class NerTask(FineTuningTask):
     hits = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=labels.dtype), labels), tf.float32)
     return (tf.math.divide_no_nan(tf.reduce_sum(xent * weights), count),
             {"accuracy": tf.math.divide_no_nan(tf.reduce_sum(hits * weights), count)})
+
+  def soft_targets(self, features: dict, outputs) -> dict[str, SoftTarget]:
+    """The teacher's softmax over the tags at each position the loss counts (a word's first
+    piece), over the update's labelled tokens as the loss."""
+    return {"logits": SoftTarget("tokens", outputs["logits"],
+                                 weights=features["label_ids"] >= 0, count="labelled tokens")}
 
   def predict_outputs(self, features: dict, outputs) -> dict[str, tf.Tensor]:
     """The label id with the highest logit, int32 [batch, max_seq_length] (a batch cut

@@ -40,6 +40,7 @@ from bert_tf.modeling.encoder import build_encoder, create_variables, initialize
 from bert_tf.tasks.squad import scoring
 from bert_tf.finetuning import register
 from bert_tf.finetuning import losses
+from bert_tf.finetuning.distillation import SoftTarget
 from bert_tf.finetuning import text_files
 from bert_tf.finetuning.task import Features, FineTuningTask, TaskConfig
 from bert_tf.tokenization import FullTokenizer, split_words
@@ -566,6 +567,14 @@ class SquadTask(FineTuningTask):
       hits = tf.equal(tf.argmax(logits, -1, output_type=positions.dtype), positions)
       metrics[f"{name}_accuracy"] = losses.mean(hits, count)
     return loss, metrics
+
+  def soft_targets(self, features: dict, outputs) -> dict[str, SoftTarget]:
+    """The teacher's softmax over the positions, for the start and for the end (every
+    position, padding too, as the loss)."""
+    del features
+    start_logits, end_logits = outputs
+    return {"start_logits": SoftTarget("positions", start_logits),
+            "end_logits": SoftTarget("positions", end_logits)}
 
   def predict_outputs(self, features: dict, outputs) -> dict[str, tf.Tensor]:
     """start_logits, end_logits float32 [batch, seq]; unique_ids int32 [batch], which

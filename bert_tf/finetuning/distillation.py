@@ -1,0 +1,208 @@
+"""Distillation: a fine-tuned teacher's outputs as a smaller student's training targets, for any
+task (Hinton et al. 2015; Turc et al. 2019, "Well-Read Students Learn Better", the recipe behind
+google-research/bert's small BERTs; DistilBERT's student initialised from the teacher's layers).
+
+What a task distils is its own say (`FineTuningTask.soft_targets`): each of its model's outputs
+that a student learns, as logits of one kind:
+
+  classes    [batch, classes]: a softmax over the classes (classification, multiple choice)
+  positions  [batch, seq]: a softmax over the positions (SQuAD's start and end)
+  tokens     [batch, seq, classes]: a softmax over the classes at each weighed position (NER's
+             labelled first pieces)
+  score      [batch, 1]: a value (regression), learned by squared error
+
+The framework does the rest. The teacher runs once over the training features, dropout off,
+and its logits go into the training records beside the features (`teacher_<name>`, float), so
+that every epoch's student step reads them and costs the student alone. A per-position output
+is stored positions last ([classes, seq] for `tokens`), marked per-token: the length buckets cut
+it with the tokens (`schema.Feature.sequence_length`).
+
+The student's loss: weight x the soft loss + (1 - weight) x the task's own loss on the gold
+labels. The soft loss of a softmax is the KL divergence from the teacher's distribution at
+temperature T to the student's, times T^2 (Hinton et al.: the gradients' scale kept whatever T;
+0 when the student matches), of a score the squared error; each a mean over what the task's loss
+counts (records, or NER's labelled tokens: `counts`), the targets' losses averaged.
+"""
+import dataclasses
+import re
+
+import numpy as np
+import tensorflow as tf
+import tf_keras
+
+from bert_tf.finetuning import losses
+from bert_tf.modeling.configs import BertConfig
+from tfrecords import schema
+
+KINDS = ("classes", "positions", "tokens", "score")
+PREFIX = "teacher_"
+_LAYER = re.compile(r"transformer/layer_(\d+)")
+
+
+@dataclasses.dataclass(frozen=True)
+class SoftTarget:
+  """One output a student learns (see the module docstring): its kind, the model's logits, and
+  for `tokens` the positions' weights [batch, seq] (1 where the loss counts) and the name of
+  the count (`FineTuningTask.loss_counts`) that the mean divides by."""
+  kind: str
+  logits: tf.Tensor
+  weights: tf.Tensor | None = None
+  count: str = "records"
+
+  def __post_init__(self):
+    if self.kind not in KINDS:
+      raise ValueError(f"soft target kind {self.kind!r} is not one of {KINDS}")
+    if (self.kind == "tokens") != (self.weights is not None):
+      raise ValueError("a `tokens` soft target needs its positions' weights; no other takes any")
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+  """How a student learns: its teacher (a fine-tuned model of the task, any form
+  --init_checkpoint takes), the softmax temperature, the weight of the soft loss (1 - weight on
+  the gold labels), and the teacher's layers that initialise the student's (one per student
+  layer; empty: the student's own --init_checkpoint, or none)."""
+  teacher: str
+  temperature: float = 1.0
+  weight: float = 1.0
+  teacher_layers: tuple[int, ...] = ()
+
+  def __post_init__(self):
+    if self.temperature <= 0:
+      raise ValueError(f"--distill_temperature={self.temperature}: must be positive")
+    if not 0 <= self.weight <= 1:
+      raise ValueError(f"--distill_weight={self.weight}: must be in [0, 1] (1: the teacher's "
+                       "outputs alone, 0: the gold labels alone)")
+
+
+def targets_of(task, features: dict, outputs) -> dict[str, SoftTarget]:
+  """The task's soft targets of these outputs; ValueError if the task has none."""
+  targets = task.soft_targets(features, outputs)
+  if not targets:
+    raise ValueError(f"the {task.config.kind} task does not say what of its outputs a student "
+                     "learns (FineTuningTask.soft_targets): it cannot be distilled")
+  return targets
+
+
+class TeacherOutputs:
+  """A prediction step's output function (`Runner.outputs`) for the teacher's pass: the
+  soft-target logits of a batch ({teacher_<name>: ...}, float32), each per-position output
+  padded back to max_seq_length (a batch may come cut shorter) and stored positions last;
+  then `record_features`, the records' features that hold them."""
+
+  def __init__(self, task, max_seq_length: int):
+    self.task = task
+    self.max_seq_length = max_seq_length
+    self.kinds = {}  # teacher_<name> -> its kind, as the task said when the step was traced
+
+  def __call__(self, features: dict, outputs) -> dict[str, tf.Tensor]:
+    stored = {}
+    for name, target in targets_of(self.task, features, outputs).items():
+      logits = tf.cast(target.logits, tf.float32)
+      padding = self.max_seq_length - tf.shape(logits)[1]
+      if target.kind == "positions":
+        logits = tf.pad(logits, [[0, 0], [0, padding]])
+      elif target.kind == "tokens":
+        logits = tf.transpose(tf.pad(logits, [[0, 0], [0, padding], [0, 0]]), [0, 2, 1])
+      stored[PREFIX + name] = logits
+      self.kinds[PREFIX + name] = target.kind
+    return stored
+
+  def record_features(self, outputs: dict[str, np.ndarray]) -> list[schema.Feature]:
+    """The features of the teacher's outputs ({teacher_<name>: [n, ...]}) in the records:
+    float32, per-token where the output is per position."""
+    return [schema.Feature(name, "float32", int(np.prod(values.shape[1:])),
+                           self.max_seq_length if self.kinds[name] in ("positions", "tokens")
+                           else 0)
+            for name, values in outputs.items()]
+
+
+def soft_loss(target: SoftTarget, teacher: tf.Tensor, temperature: float,
+              counts: dict) -> tf.Tensor:
+  """One target's soft loss (module docstring). teacher: its record feature as read, [batch,
+  length] (a per-position one cut with the batch)."""
+  student = tf.cast(target.logits, tf.float32)
+  if target.kind == "score":
+    return losses.mean(tf.reduce_sum(tf.square(student - teacher), -1), counts[target.count])
+  if target.kind == "tokens":  # Stored [classes, seq]: back to [batch, seq, classes].
+    teacher = tf.transpose(
+        tf.reshape(teacher, [tf.shape(teacher)[0], tf.shape(student)[-1], -1]), [0, 2, 1])
+  log_teacher = tf.nn.log_softmax(teacher / temperature)
+  kl = tf.reduce_sum(tf.exp(log_teacher) * (log_teacher - tf.nn.log_softmax(
+      student / temperature)), -1) * temperature ** 2
+  if target.weights is not None:
+    kl *= tf.cast(target.weights, tf.float32)
+  return losses.mean(kl, counts[target.count])
+
+
+def loss_fn(task, settings: Settings):
+  """The student's loss (a `loop.LossFn`): the soft targets' mean soft loss, mixed with the
+  task's own loss by `settings.weight`; metrics: `soft_loss`, and the task's own with the
+  gold labels' loss (`label_loss`) where they count."""
+  def fn(features: dict, outputs, counts: dict | None = None):
+    counts = counts or task.loss_counts(features)
+    targets = targets_of(task, features, outputs)
+    soft = tf.add_n([soft_loss(t, features[PREFIX + name], settings.temperature, counts)
+                     for name, t in targets.items()]) / len(targets)
+    if settings.weight == 1:
+      return soft, {"soft_loss": soft}
+    gold, metrics = task.loss(features, outputs, counts)
+    return (settings.weight * soft + (1 - settings.weight) * gold,
+            {**metrics, "soft_loss": soft, "label_loss": gold})
+  return fn
+
+
+def student_config(teacher: BertConfig, student: BertConfig | None,
+                   layers: tuple[int, ...]) -> BertConfig:
+  """The student's config for initialisation from the teacher's `layers`: the teacher's with
+  len(layers) layers when `student` is None, else `student` checked against the teacher (the
+  same sizes but the depth, one teacher layer per student layer). ValueError naming the flag."""
+  flag = f"--init_from_teacher_layers={','.join(map(str, layers))}"
+  bad = [i for i in layers if not 0 <= i < teacher.num_hidden_layers]
+  if bad:
+    raise ValueError(f"{flag}: the teacher has layers 0..{teacher.num_hidden_layers - 1}, "
+                     f"not {bad[0]}")
+  if student is None:
+    return dataclasses.replace(teacher, num_hidden_layers=len(layers))
+  if student.num_hidden_layers != len(layers):
+    raise ValueError(f"{flag}: {len(layers)} teacher layers for a student of "
+                     f"{student.num_hidden_layers} (--bert_config_file): one a student layer")
+  for field in dataclasses.fields(BertConfig):
+    if field.name not in ("num_hidden_layers", "hidden_dropout_prob",
+                          "attention_probs_dropout_prob"):
+      ours, theirs = getattr(student, field.name), getattr(teacher, field.name)
+      if ours != theirs:
+        raise ValueError(f"{flag}: the student's {field.name} is {ours}, the teacher's "
+                         f"{theirs}: a student initialised from the teacher's layers has "
+                         "their sizes (leave --bert_config_file out to take the teacher's)")
+  return student
+
+
+def layer_weights(model: tf_keras.Model) -> dict[str, list[np.ndarray]]:
+  """A task model's weights for `init_from_teacher`: each encoder layer's by name, and the
+  head's (the variables outside the encoder, in order) as "head"."""
+  encoder = model.checkpoint_items["encoder"]
+  weights = {layer.name: layer.get_weights() for layer in encoder.layers if layer.weights}
+  inside = {id(v) for v in encoder.variables}
+  weights["head"] = [v.numpy() for v in model.variables if id(v) not in inside]
+  return weights
+
+
+def init_from_teacher(model: tf_keras.Model, teacher: dict[str, list[np.ndarray]],
+                      layers: tuple[int, ...]) -> None:
+  """DistilBERT's initialisation: the student's block i from the teacher's block layers[i];
+  the embeddings, the pooler and the task's head from the teacher's own (`layer_weights`)."""
+  encoder = model.checkpoint_items["encoder"]
+  for layer in encoder.layers:
+    if not layer.weights:
+      continue
+    block = _LAYER.fullmatch(layer.name)
+    layer.set_weights(teacher[f"transformer/layer_{layers[int(block[1])]}" if block
+                              else layer.name])
+  inside = {id(v) for v in encoder.variables}
+  head = [v for v in model.variables if id(v) not in inside]
+  if [tuple(v.shape) for v in head] != [w.shape for w in teacher["head"]]:
+    raise ValueError("the student's task head differs from the teacher's in shape: it cannot "
+                     "be initialised from the teacher's")
+  for variable, value in zip(head, teacher["head"]):
+    variable.assign(value)

@@ -1,0 +1,142 @@
+"""Distillation (`bert_tf.finetuning.distillation`): the soft loss's arithmetic, a student
+initialised from chosen teacher layers, and run_classifier's flags end to end: a student from
+a toy teacher trains, evaluates and exports as any run, and each mistake is one line.
+
+That every task's student moves to its teacher's outputs is a clause of the task contract
+(task_contract.py), held by every built-in task."""
+import json
+import os
+import re
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import entry_points
+from bert_tf import finetuning
+from bert_tf.finetuning import distillation
+from bert_tf.modeling.configs import BertConfig
+from toys import VOCAB, make_sst2, make_stsb, tiny_config
+
+
+def _log_softmax(x):
+  x = x - x.max(-1, keepdims=True)
+  return x - np.log(np.exp(x).sum(-1, keepdims=True))
+
+
+def test_the_soft_loss_is_the_kl_at_a_temperature_times_its_square():
+  rng = np.random.default_rng(0)
+  teacher, student = rng.normal(size=[2, 5, 3]) * 3
+  temperature = 2.0
+  log_t, log_s = _log_softmax(teacher / temperature), _log_softmax(student / temperature)
+  kl = (np.exp(log_t) * (log_t - log_s)).sum(-1) * temperature ** 2  # [5, 3] -> [5]
+  counts = {"records": tf.constant(5.0), "tokens": tf.constant(2.0)}
+  classes = distillation.SoftTarget("classes", tf.constant(student, tf.float32))
+  got = distillation.soft_loss(classes, tf.constant(teacher, tf.float32), temperature, counts)
+  np.testing.assert_allclose(got.numpy(), kl.mean(), rtol=1e-5)
+  # Zero where the student matches; a score is a squared error.
+  same = distillation.soft_loss(classes, classes.logits, temperature, counts)
+  assert abs(float(same)) < 1e-6
+  score = distillation.SoftTarget("score", tf.constant(student[:, :1], tf.float32))
+  np.testing.assert_allclose(
+      distillation.soft_loss(score, tf.constant(teacher[:, :1], tf.float32), 1.0, counts),
+      np.square(student[:, 0] - teacher[:, 0]).mean(), rtol=1e-5)
+  # Per token: the teacher stored [classes, seq] (positions last), weighed positions only.
+  weights = tf.constant([[1, 0, 1, 0, 0]] * 2)
+  student_tokens = np.stack([student, student[::-1]])  # [2, 5, 3]
+  teacher_tokens = np.stack([teacher, teacher[::-1]])
+  tokens = distillation.SoftTarget("tokens", tf.constant(student_tokens, tf.float32),
+                                   weights=weights, count="tokens")
+  stored = tf.constant(teacher_tokens.transpose(0, 2, 1).reshape(2, -1), tf.float32)
+  log_t, log_s = _log_softmax(teacher_tokens), _log_softmax(student_tokens)
+  kl = (np.exp(log_t) * (log_t - log_s)).sum(-1) * weights.numpy()
+  np.testing.assert_allclose(distillation.soft_loss(tokens, stored, 1.0, counts),
+                             kl.sum() / 2, rtol=1e-5)
+
+
+def test_a_student_takes_the_chosen_teacher_layers_and_the_rest_of_the_teacher():
+  task = finetuning.build("classification", {"task_name": "SST-2", "labels": ["0", "1"]})
+  config = BertConfig(vocab_size=100, hidden_size=16, num_hidden_layers=3,
+                      num_attention_heads=2, intermediate_size=32, max_position_embeddings=16)
+  tf.keras.utils.set_random_seed(1)
+  teacher = task.build_model(config)
+  student_config = distillation.student_config(config, None, (2, 0))
+  assert student_config.num_hidden_layers == 2
+  student = task.build_model(student_config)
+  weights = distillation.layer_weights(teacher)
+  distillation.init_from_teacher(student, weights, (2, 0))
+  encoder = student.checkpoint_items["encoder"]
+  for ours, theirs in (("transformer/layer_0", "transformer/layer_2"),
+                       ("transformer/layer_1", "transformer/layer_0"),
+                       ("pooler_transform", "pooler_transform"),
+                       ("word_embeddings", "word_embeddings")):
+    for a, b in zip(encoder.get_layer(ours).get_weights(), weights[theirs]):
+      np.testing.assert_array_equal(a, b)
+  head = distillation.layer_weights(student)["head"]
+  assert len(head) == 2 and all(np.array_equal(a, b) for a, b in zip(head, weights["head"]))
+  with pytest.raises(ValueError, match=r"the teacher has layers 0\.\.2, not 3"):
+    distillation.student_config(config, None, (0, 3))
+  with pytest.raises(ValueError, match="the student's hidden_size is 32, the teacher's 16"):
+    distillation.student_config(config, BertConfig(
+        vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+        intermediate_size=32, max_position_embeddings=16), (1,))
+
+
+@pytest.mark.slow
+def test_run_classifier_distils_exports_and_refuses_in_one_line(tmp_path):
+  """A toy SST-2 teacher (2 layers), then its student from layer 1 (--do_eval, --export_dir)
+  in one process, and the mistakes: a teacher of other labels, a layer it has not, no
+  student, no --do_train, another vocab, a layer that is not a number."""
+  make_sst2(tmp_path / "sst2", num_train=48, num_dev=16)
+  make_stsb(tmp_path / "stsb")
+  other_vocab = tmp_path / "vocab.txt"
+  with open(VOCAB, encoding="utf-8") as f:
+    other_vocab.write_text("".join(f.readlines()[:-1]), encoding="utf-8")
+  teacher, student = tmp_path / "teacher", tmp_path / "student"
+  common = ["--task_name=SST-2", f"--data_dir={tmp_path / 'sst2'}", "--max_seq_length=32",
+            "--train_batch_size=8", "--learning_rate=5e-3"]
+  distil = common + [f"--teacher_checkpoint={teacher}", "--do_train"]
+  runs = [
+      common + [f"--output_dir={teacher}", f"--vocab_file={VOCAB}", "--do_train",
+                f"--bert_config_file={tiny_config(tmp_path / 'config.json', 2)}",
+                "--num_train_epochs=2"],
+      distil + [f"--output_dir={student}", "--init_from_teacher_layers=1", "--do_eval",
+                "--num_train_epochs=1", "--distill_temperature=2", "--distill_weight=0.5",
+                f"--export_dir={tmp_path / 'serving'}"],
+      ["--task_name=STS-B", f"--data_dir={tmp_path / 'stsb'}", "--max_seq_length=32",
+       f"--teacher_checkpoint={teacher}", "--do_train", "--init_from_teacher_layers=1",
+       f"--output_dir={tmp_path / 'refused'}"],
+      distil + ["--init_from_teacher_layers=0,2", f"--output_dir={tmp_path / 'refused'}"],
+      distil + [f"--output_dir={tmp_path / 'refused'}"],
+      common + [f"--teacher_checkpoint={teacher}", "--do_eval", "--init_from_teacher_layers=1",
+                f"--output_dir={tmp_path / 'refused'}"],
+      distil + ["--init_from_teacher_layers=1", f"--vocab_file={other_vocab}",
+                f"--output_dir={tmp_path / 'refused'}"],
+      distil + ["--init_from_teacher_layers=one", f"--output_dir={tmp_path / 'refused'}"],
+  ]
+  trained, distilled, *refused = entry_points.run_cases("bert_tf.scripts.run_classifier", runs)
+  assert trained.returncode == 0, trained.stderr[-3000:]
+  assert distilled.returncode == 0, distilled.stderr[-3000:]
+  with open(student / "bert_config.json", encoding="utf-8") as f:
+    assert json.load(f)["num_hidden_layers"] == 1
+  with open(student / "eval_results.json", encoding="utf-8") as f:
+    assert json.load(f)["best"]["eval_accuracy"] >= 0  # Scored as any run.
+  with open(student / "run_settings.json", encoding="utf-8") as f:
+    assert json.load(f)["distillation"] == {"teacher": str(teacher), "temperature": 2.0,
+                                            "weight": 0.5, "teacher_layers": [1]}
+  assert os.listdir(tmp_path / "serving") == ["1"]
+  assert "teacher_input.tf_record" not in os.listdir(student)
+  expected = [
+      rf"--teacher_checkpoint={teacher}: .*: a teacher is a fine-tuned classification model",
+      r"--init_from_teacher_layers=0,2: the teacher has layers 0\.\.1, not 2",
+      rf"--teacher_checkpoint={teacher}: which student\? Give its --bert_config_file",
+      rf"--teacher_checkpoint={teacher} without --do_train",
+      rf"--teacher_checkpoint={teacher}: its vocab \(.*\) is not the student's",
+      r"--init_from_teacher_layers=one: not a comma-separated list of layer numbers",
+  ]
+  for run, pattern in zip(refused, expected):
+    lines = run.stderr.strip().splitlines()
+    assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr[-3000:]
+    assert lines[-1].startswith("run_classifier: error: "), lines[-1]
+    assert re.search(pattern, lines[-1]), (pattern, lines[-1])
+  assert not os.path.exists(tmp_path / "refused")
