@@ -143,11 +143,14 @@ def _hold(output: str, lock_path: str):
 
 
 def _missing_folders(folder: str) -> list[str]:
-  """The folders os.makedirs(folder) would make, the deepest first."""
+  """The folders os.makedirs(folder) would make, the deepest first; NotADirectoryError naming
+  the file where a folder should be (os.makedirs would name the whole path)."""
   missing, folder = [], os.path.abspath(folder)
   while not os.path.exists(folder):
     missing.append(folder)
     folder = os.path.dirname(folder)
+  if not os.path.isdir(folder):
+    raise NotADirectoryError(f"{folder} is not a directory")
   return missing
 
 
