@@ -17,7 +17,8 @@ task's name, its settings, and toy data to build it on) and inherits one test pe
   - every op of the export is one stock TF Serving 2.20 links, and none needs XLA;
   - a student distilled from a fine-tuned teacher of the task (`finetuning.distillation`)
     moves its outputs to the teacher's: its soft loss against the teacher's outputs falls to
-    a fraction of a fresh student's, on every output the task distils.
+    a fraction of a fresh student's, on every output the task distils; where the task reads
+    transfer data, its prediction file's examples train beside the training set.
 """
 import dataclasses
 from typing import Callable
@@ -229,10 +230,12 @@ class TaskContract:
     student_config = dataclasses.replace(tiny_bert_config, num_hidden_layers=1)
     student_file = str(tmp_path / "student_config.json")
     student_config.to_json_file(student_file)
+    task = finetuning.build(case.kind, case.settings, **data)
+    reads_transfer = type(task).transfer_examples is not FineTuningTask.transfer_examples
+    transfer = task.split_file(task.splits("predict")[0]) if reads_transfer else None
     args = runner.RunArgs(output_dir=str(tmp_path / "student"), bert_config_file=student_file,
                           teacher_checkpoint=teacher.output_dir, num_train_epochs=12,
-                          learning_rates=(1e-2,), seed=7, **common)
-    task = finetuning.build(case.kind, case.settings, **data)
+                          learning_rates=(1e-2,), seed=7, transfer_file=transfer, **common)
     if type(task).soft_targets is FineTuningTask.soft_targets:  # It does not say: refused.
       with pytest.raises(ValueError, match="cannot be distilled"):
         runner.run(task, args, strategy)
@@ -242,6 +245,10 @@ class TaskContract:
     # The records the student read (the teacher's outputs in them), and its soft loss on them
     # before training (the same seed's fresh student) and after.
     [records] = student.write_records("train", 1)
+    train = len(task.convert_examples(task.read_examples(task.splits("train")[0]),
+                                      student.tokenizer, True))
+    assert records.num_features == train + (len(task.convert_examples(
+        task.transfer_examples(transfer), student.tokenizer, False)) if transfer else 0)
     [batch] = _batches(records.path, records.layout, records.num_features)
     tf.keras.utils.set_random_seed(args.seed)
     fresh = task.build_model(student_config)

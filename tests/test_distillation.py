@@ -84,9 +84,10 @@ def test_a_student_takes_the_chosen_teacher_layers_and_the_rest_of_the_teacher()
 
 @pytest.mark.slow
 def test_run_classifier_distils_exports_and_refuses_in_one_line(tmp_path):
-  """A toy SST-2 teacher (2 layers), then its student from layer 1 (--do_eval, --export_dir)
-  in one process, and the mistakes: a teacher of other labels, a layer it has not, no
-  student, no --do_train, another vocab, a layer that is not a number."""
+  """A toy SST-2 teacher (2 layers), then its student from layer 1 (--do_eval, --export_dir,
+  the test file's sentences as --transfer_file) in one process, and the mistakes: a teacher of
+  other labels, a layer it has not, no student, no --do_train, another vocab, a layer that is
+  not a number, transfer examples with gold labels weighed, transfer without a teacher."""
   make_sst2(tmp_path / "sst2", num_train=48, num_dev=16)
   make_stsb(tmp_path / "stsb")
   other_vocab = tmp_path / "vocab.txt"
@@ -101,7 +102,8 @@ def test_run_classifier_distils_exports_and_refuses_in_one_line(tmp_path):
                 f"--bert_config_file={tiny_config(tmp_path / 'config.json', 2)}",
                 "--num_train_epochs=2"],
       distil + [f"--output_dir={student}", "--init_from_teacher_layers=1", "--do_eval",
-                "--num_train_epochs=1", "--distill_temperature=2", "--distill_weight=0.5",
+                "--num_train_epochs=1", "--distill_temperature=2",
+                f"--transfer_file={tmp_path / 'sst2' / 'test.tsv'}",
                 f"--export_dir={tmp_path / 'serving'}"],
       ["--task_name=STS-B", f"--data_dir={tmp_path / 'stsb'}", "--max_seq_length=32",
        f"--teacher_checkpoint={teacher}", "--do_train", "--init_from_teacher_layers=1",
@@ -113,6 +115,11 @@ def test_run_classifier_distils_exports_and_refuses_in_one_line(tmp_path):
       distil + ["--init_from_teacher_layers=1", f"--vocab_file={other_vocab}",
                 f"--output_dir={tmp_path / 'refused'}"],
       distil + ["--init_from_teacher_layers=one", f"--output_dir={tmp_path / 'refused'}"],
+      distil + ["--init_from_teacher_layers=1", "--distill_weight=0.5",
+                f"--transfer_file={tmp_path / 'sst2' / 'test.tsv'}",
+                f"--output_dir={tmp_path / 'refused'}"],
+      common + ["--do_train", f"--vocab_file={VOCAB}", f"--transfer_file={tmp_path / 'x.tsv'}",
+                f"--output_dir={tmp_path / 'refused'}"],
   ]
   trained, distilled, *refused = entry_points.run_cases("bert_tf.scripts.run_classifier", runs)
   assert trained.returncode == 0, trained.stderr[-3000:]
@@ -122,8 +129,14 @@ def test_run_classifier_distils_exports_and_refuses_in_one_line(tmp_path):
   with open(student / "eval_results.json", encoding="utf-8") as f:
     assert json.load(f)["best"]["eval_accuracy"] >= 0  # Scored as any run.
   with open(student / "run_settings.json", encoding="utf-8") as f:
-    assert json.load(f)["distillation"] == {"teacher": str(teacher), "temperature": 2.0,
-                                            "weight": 0.5, "teacher_layers": [1]}
+    assert json.load(f)["distillation"] == {
+        "teacher": str(teacher), "temperature": 2.0, "weight": 1.0, "teacher_layers": [1],
+        "transfer_file": str(tmp_path / "sst2" / "test.tsv")}
+  # The training set's 48 sentences and the test file's 10, the teacher's outputs in each.
+  records = list(tf.data.TFRecordDataset(str(student / "train.tf_record")))
+  assert len(records) == 58
+  example = tf.train.Example.FromString(records[-1].numpy())
+  assert len(example.features.feature["teacher_logits"].float_list.value) == 2
   assert os.listdir(tmp_path / "serving") == ["1"]
   assert "teacher_input.tf_record" not in os.listdir(student)
   expected = [
@@ -133,6 +146,8 @@ def test_run_classifier_distils_exports_and_refuses_in_one_line(tmp_path):
       rf"--teacher_checkpoint={teacher} without --do_train",
       rf"--teacher_checkpoint={teacher}: its vocab \(.*\) is not the student's",
       r"--init_from_teacher_layers=one: not a comma-separated list of layer numbers",
+      r"--transfer_file with --distill_weight=0.5: its examples have no gold labels",
+      r"--transfer_file=.*x\.tsv without --teacher_checkpoint: a teacher labels its examples",
   ]
   for run, pattern in zip(refused, expected):
     lines = run.stderr.strip().splitlines()

@@ -60,12 +60,14 @@ class SoftTarget:
 class Settings:
   """How a student learns: its teacher (a fine-tuned model of the task, any form
   --init_checkpoint takes), the softmax temperature, the weight of the soft loss (1 - weight on
-  the gold labels), and the teacher's layers that initialise the student's (one per student
-  layer; empty: the student's own --init_checkpoint, or none)."""
+  the gold labels), the teacher's layers that initialise the student's (one per student
+  layer; empty: the student's own --init_checkpoint, or none), and unlabelled examples that
+  the teacher labels beside the training set (`FineTuningTask.transfer_examples`)."""
   teacher: str
   temperature: float = 1.0
   weight: float = 1.0
   teacher_layers: tuple[int, ...] = ()
+  transfer_file: str | None = None
 
   def __post_init__(self):
     if self.temperature <= 0:
@@ -73,6 +75,9 @@ class Settings:
     if not 0 <= self.weight <= 1:
       raise ValueError(f"--distill_weight={self.weight}: must be in [0, 1] (1: the teacher's "
                        "outputs alone, 0: the gold labels alone)")
+    if self.transfer_file and self.weight != 1:
+      raise ValueError(f"--transfer_file with --distill_weight={self.weight}: its examples "
+                       "have no gold labels to weigh; give --distill_weight=1")
 
 
 def targets_of(task, features: dict, outputs) -> dict[str, SoftTarget]:

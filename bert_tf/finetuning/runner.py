@@ -100,6 +100,7 @@ class RunArgs:
   distill_temperature: float = 1.0
   distill_weight: float = 1.0
   init_from_teacher_layers: tuple[int, ...] = ()
+  transfer_file: str | None = None
 
 
 # What a run's run_settings.json held without naming it, before the setting existed: until
@@ -289,6 +290,9 @@ class Runner:
     trained_dir = (args.output_dir if not args.do_train and
                    tf.train.latest_checkpoint(args.output_dir) else None)
     self.distillation = self.teacher_head = self.teacher_weights = None
+    if args.transfer_file and not args.teacher_checkpoint:
+      raise ValueError(f"--transfer_file={args.transfer_file} without --teacher_checkpoint: "
+                       "a teacher labels its examples")
     if args.teacher_checkpoint:
       self.bert_config, vocab_file = self._student_files()
       self._check_teacher()
@@ -336,7 +340,7 @@ class Runner:
                        "a teacher's outputs are training targets")
     self.distillation = distillation.Settings(
         args.teacher_checkpoint, args.distill_temperature, args.distill_weight,
-        tuple(args.init_from_teacher_layers))
+        tuple(args.init_from_teacher_layers), args.transfer_file)
     self.teacher_config, teacher_vocab = checkpoints.resolve_files(
         None, None, args.teacher_checkpoint, max_seq_length)
     layers = self.distillation.teacher_layers
@@ -409,6 +413,8 @@ class Runner:
       features = self.task.convert_examples(examples, self.tokenizer, is_training)
       records, order = features.records, None
       if is_training and self.distillation:
+        if self.distillation.transfer_file:
+          records = records + self._transfer_records(layout)
         layout = layout + self._add_teacher_outputs(records, layout)
       if not is_training:
         if self.length_buckets:  # Batches of similar lengths, cut (see `dataset`).
@@ -418,12 +424,30 @@ class Runner:
       path = os.path.join(self.args.output_dir, _record_name(mode, index, split))
       writer.write_records(path, layout, records)
       padding = f" + {len(records) - len(features)} padding" if not is_training else ""
-      logging.info("%s: %d examples, %d features%s -> %s", split, len(examples), len(features),
-                   padding, path)
+      transfer = (f" + {len(records) - len(features)} of --transfer_file" if is_training and
+                  len(records) > len(features) else "")
+      logging.info("%s: %d examples, %d features%s%s -> %s", split, len(examples),
+                   len(features), padding, transfer, path)
       # Training features are only counted: SQuAD's would hold ~1 GB for nothing.
-      out.append(SplitRecords(split, examples, path, layout, len(features),
+      out.append(SplitRecords(split, examples, path, layout,
+                              len(records) if is_training else len(features),
                               None if is_training else features, order))
     return out
+
+  def _transfer_records(self, layout: list) -> list[dict]:
+    """--transfer_file's examples (`FineTuningTask.transfer_examples`) as training records:
+    their features, the training layout's fields they lack (the gold labels) zeros, which no
+    loss reads (the soft loss alone trains on them: `distillation.Settings`)."""
+    path = self.distillation.transfer_file
+    try:
+      examples = self.task.transfer_examples(path)
+    except NotImplementedError as e:
+      raise ValueError(f"--transfer_file={path}: {e}") from None
+    if not examples:
+      raise DataError(f"{path}: no {self.task.example_noun} (--transfer_file)")
+    features = self.task.convert_examples(examples, self.tokenizer, is_training=False)
+    return [{f.name: record.get(f.name, np.zeros(f.length)) for f in layout}
+            for record in features.records]
 
   def _add_teacher_outputs(self, records: list[dict], layout: list) -> list:
     """The teacher's outputs of the training records (`distillation.teacher_outputs`), added

@@ -231,6 +231,12 @@ class FineTuningTask(abc.ABC):
     del features, outputs
     return None
 
+  def transfer_examples(self, path: str) -> list:
+    """Unlabelled examples read from `path` in the layout of this task's prediction input (a
+    test file's, a predict file's): a student's transfer data, which its teacher labels
+    (--transfer_file). NotImplementedError: the task reads none."""
+    raise NotImplementedError(f"the {self.config.kind} task reads no --transfer_file")
+
   # Predictions, metrics and files.
   @abc.abstractmethod
   def postprocess(self, examples: list, features: Features,

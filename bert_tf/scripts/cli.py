@@ -162,6 +162,11 @@ def define_distillation_flags() -> None:
                     "(DistilBERT: every other one, 0,2,4,6,8,10), and the teacher's embeddings, "
                     "pooler and head; the student's config is the teacher's with that many "
                     "layers.")
+  flags.DEFINE_string("transfer_file", None,
+                      "Distil on these unlabelled examples too, beside the training set: a "
+                      "file in the layout of the task's prediction input (its test file, "
+                      "SQuAD's predict file), which the teacher labels (Turc et al.'s transfer "
+                      "data); the soft loss alone trains on them (--distill_weight=1).")
 
 
 def define_accelerator_flags() -> None:

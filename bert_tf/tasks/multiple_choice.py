@@ -279,6 +279,11 @@ class MultipleChoiceTask(FineTuningTask):
     return read_examples(self.split_file(split), self.layout, self.config.num_choices, split,
                          need_labels=split not in self.splits("predict"))
 
+  def transfer_examples(self, path: str) -> list[ChoiceExample]:
+    """`path` in the test file's layout (no labels needed)."""
+    return read_examples(path, self.layout, self.config.num_choices, "transfer",
+                         need_labels=False)
+
   def convert_examples(self, examples, tokenizer, is_training) -> Features:
     records = convert_examples(examples, self.config.max_seq_length, tokenizer)
     return Features(records, np.arange(len(records)))

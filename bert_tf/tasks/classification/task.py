@@ -151,6 +151,13 @@ class ClassificationTask(FineTuningTask):
   def read_examples(self, split: str) -> list[InputExample]:
     return self.data.get_examples(self.data_dir, self._split(split))
 
+  def transfer_examples(self, path: str) -> list[InputExample]:
+    """`path` read as the first predict split's file (GLUE's test.tsv layout: no labels)."""
+    predict = self._split(self.splits("predict")[0])
+    transfer = dataclasses.replace(predict, name="transfer", submission=None, columns=(
+        dataclasses.replace(predict.columns, file=os.path.basename(path))))
+    return self.data.get_examples(os.path.dirname(path), transfer)
+
   def convert_examples(self, examples, tokenizer, is_training) -> Features:
     records = convert_examples(examples, self.config.labels, self.config.max_seq_length,
                                tokenizer)

@@ -429,7 +429,14 @@ class SquadTask(FineTuningTask):
 
   def read_examples(self, split: str) -> list[SquadExample]:
     """The original's read_squad_examples; training ("train") also reads the answers."""
-    reader = _Reader(self.split_file(split))
+    return self._read(self.split_file(split), split)
+
+  def transfer_examples(self, path: str) -> list[SquadExample]:
+    """`path` in the predict file's layout (its answers, if any, not read)."""
+    return self._read(path, "transfer")
+
+  def _read(self, path: str, split: str) -> list[SquadExample]:
+    reader = _Reader(path)
     data = reader.load()
     reader.check_version(data, self.config.version_2_with_negative)
     is_training = split == "train"
