@@ -105,6 +105,8 @@ def test_run_classifier_distils_exports_and_refuses_in_one_line(tmp_path):
                 "--num_train_epochs=1", "--distill_temperature=2",
                 f"--transfer_file={tmp_path / 'sst2' / 'test.tsv'}",
                 f"--export_dir={tmp_path / 'serving'}"],
+      distil + [f"--output_dir={tmp_path / 'gold'}", "--init_from_teacher_layers=1",
+                "--num_train_epochs=1", "--distill_weight=0"],
       ["--task_name=STS-B", f"--data_dir={tmp_path / 'stsb'}", "--max_seq_length=32",
        f"--teacher_checkpoint={teacher}", "--do_train", "--init_from_teacher_layers=1",
        f"--output_dir={tmp_path / 'refused'}"],
@@ -121,7 +123,7 @@ def test_run_classifier_distils_exports_and_refuses_in_one_line(tmp_path):
       common + ["--do_train", f"--vocab_file={VOCAB}", f"--transfer_file={tmp_path / 'x.tsv'}",
                 f"--output_dir={tmp_path / 'refused'}"],
   ]
-  trained, distilled, *refused = entry_points.run_cases("bert_tf.scripts.run_classifier", runs)
+  trained, distilled, gold, *refused = entry_points.run_cases("bert_tf.scripts.run_classifier", runs)
   assert trained.returncode == 0, trained.stderr[-3000:]
   assert distilled.returncode == 0, distilled.stderr[-3000:]
   with open(student / "bert_config.json", encoding="utf-8") as f:
@@ -138,6 +140,11 @@ def test_run_classifier_distils_exports_and_refuses_in_one_line(tmp_path):
   example = tf.train.Example.FromString(records[-1].numpy())
   assert len(example.features.feature["teacher_logits"].float_list.value) == 2
   assert os.listdir(tmp_path / "serving") == ["1"]
+  # --distill_weight=0: the teacher's layers, the gold labels alone, no teacher's outputs.
+  assert gold.returncode == 0, gold.stderr[-3000:]
+  example = tf.train.Example.FromString(
+      next(iter(tf.data.TFRecordDataset(str(tmp_path / "gold" / "train.tf_record")))).numpy())
+  assert "teacher_logits" not in example.features.feature
   assert "teacher_input.tf_record" not in os.listdir(student)
   expected = [
       rf"--teacher_checkpoint={teacher}: .*: a teacher is a fine-tuned classification model",

@@ -450,14 +450,19 @@ class Runner:
             for record in features.records]
 
   def _add_teacher_outputs(self, records: list[dict], layout: list) -> list:
-    """The teacher's outputs of the training records (`distillation.teacher_outputs`), added
+    """The teacher's outputs of the training records (`distillation.TeacherOutputs`), added
     to each record; returns their features in the layout. The teacher runs once, dropout off,
     over the records in order of length (batches cut as evaluation's), and its weights are
-    kept for --init_from_teacher_layers."""
+    kept for --init_from_teacher_layers. With --distill_weight=0 (the gold labels alone: the
+    baseline of a student initialised from the teacher's layers) it runs over nothing."""
     args, task = self.args, self.task
     with self.strategy.scope():
       teacher = task.build_model(self.teacher_config)
     self.load(teacher, args.teacher_checkpoint, self.teacher_head, strict=True)
+    if self.distillation.teacher_layers:
+      self.teacher_weights = distillation.layer_weights(teacher)
+    if self.distillation.weight == 0:
+      return []
     order = by_length(records, layout) if self.length_buckets else None
     ordered = records if order is None else [records[i] for i in order]
     batch_size = args.eval_batch_size
@@ -471,8 +476,6 @@ class Runner:
     tf.io.gfile.remove(path)
     for index, record in enumerate(records):
       record.update({name: values[index].reshape(-1) for name, values in outputs.items()})
-    if self.distillation.teacher_layers:
-      self.teacher_weights = distillation.layer_weights(teacher)
     logging.info("the teacher's outputs (%s) of %d training features, from %s",
                  ", ".join(outputs), len(records), args.teacher_checkpoint)
     return teacher_outputs.record_features(outputs)
@@ -642,8 +645,8 @@ class Runner:
           lambda: optimization.create_optimizer(
               learning_rate, num_train_steps, num_warmup_steps,
               loss_scaling=args.mixed_precision == "fp16"),
-          (distillation.loss_fn(self.task, self.distillation) if self.distillation else
-           self.task.loss),
+          (distillation.loss_fn(self.task, self.distillation)
+           if self.distillation and self.distillation.weight > 0 else self.task.loss),
           lambda ctx: self.dataset(records, args.train_batch_size, True, seed, ctx),
           run_dir, num_train_steps, steps_per_loop=args.iterations_per_loop,
           save_checkpoints_steps=args.save_checkpoints_steps, init_fn=self.init_fn,
