@@ -33,8 +33,8 @@ in the same --work_dir is refused):
   <shape>/gold_seed<S>
                      the same run with --distill_weight=0: the gold labels' loss alone, the same
                      init (the same teacher layers, or the seed's fresh weights), records, batch
-                     order, steps and learning rate (the teacher still labels the records, and
-                     nothing reads its outputs).
+                     order, steps and learning rate (the teacher's weights read, its labelling
+                     pass skipped).
 Then the latency: one worker per export (serving.py --worker, --runtime, --threads,
 --intra_op_threads), the SST-2 dev sentences as requests (--num_sentences, 0: all), all at batch
 32 and all at batch 1 untimed first (a warm-up), then --rounds rounds of every sentence at batch
