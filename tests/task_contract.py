@@ -219,27 +219,27 @@ class TaskContract:
                                                             tiny_bert_config):
     strategy = distribute.get_strategy("one_device")
     data = case.make_data(str(tmp_path / "data"))
-    config_file = str(tmp_path / "teacher_config.json")
-    tiny_bert_config.to_json_file(config_file)
-    common = dict(vocab_file=vocab_file, do_train=True, train_batch_size=8,
-                  iterations_per_loop=1000)
-    # A teacher whose outputs differ from a fresh model's near-uniform ones: a high rate.
-    teacher = runner.RunArgs(output_dir=str(tmp_path / "teacher"), bert_config_file=config_file,
-                             num_train_epochs=8, learning_rates=(1e-2,), **common)
-    runner.run(finetuning.build(case.kind, case.settings, **data), teacher, strategy)
-    student_config = dataclasses.replace(tiny_bert_config, num_hidden_layers=1)
-    student_file = str(tmp_path / "student_config.json")
-    student_config.to_json_file(student_file)
     task = finetuning.build(case.kind, case.settings, **data)
     reads_transfer = type(task).transfer_examples is not FineTuningTask.transfer_examples
     transfer = task.split_file(task.splits("predict")[0]) if reads_transfer else None
+    student_config = dataclasses.replace(tiny_bert_config, num_hidden_layers=1)
+    student_file = str(tmp_path / "student_config.json")
+    student_config.to_json_file(student_file)
+    common = dict(vocab_file=vocab_file, do_train=True, train_batch_size=8,
+                  iterations_per_loop=1000)
     args = runner.RunArgs(output_dir=str(tmp_path / "student"), bert_config_file=student_file,
-                          teacher_checkpoint=teacher.output_dir, num_train_epochs=12,
+                          teacher_checkpoint=str(tmp_path / "teacher"), num_train_epochs=12,
                           learning_rates=(1e-2,), seed=7, transfer_file=transfer, **common)
     if type(task).soft_targets is FineTuningTask.soft_targets:  # It does not say: refused.
       with pytest.raises(ValueError, match="cannot be distilled"):
-        runner.run(task, args, strategy)
+        runner.Runner(task, args, strategy)
       return
+    config_file = str(tmp_path / "teacher_config.json")
+    tiny_bert_config.to_json_file(config_file)
+    # A teacher whose outputs differ from a fresh model's near-uniform ones: a high rate.
+    runner.run(finetuning.build(case.kind, case.settings, **data), runner.RunArgs(
+        output_dir=args.teacher_checkpoint, bert_config_file=config_file, num_train_epochs=8,
+        learning_rates=(1e-2,), **common), strategy)
     student = runner.Runner(task, args, strategy)
     student.run()
     # The records the student read (the teacher's outputs in them), and its soft loss on them
@@ -253,9 +253,9 @@ class TaskContract:
     tf.keras.utils.set_random_seed(args.seed)
     fresh = task.build_model(student_config)
     trained = runner.load_trained(args.output_dir)[1]
-    for name in distillation.targets_of(task, batch, fresh(batch, training=False)):
+    for name in task.soft_targets(batch, fresh(batch, training=False)):
       before, after = (float(distillation.soft_loss(
-          distillation.targets_of(task, batch, model(batch, training=False))[name],
+          task.soft_targets(batch, model(batch, training=False))[name],
           batch[distillation.PREFIX + name], 1.0, task.loss_counts(batch)))
           for model in (fresh, trained))
       assert after < 0.3 * before, (name, before, after)

@@ -80,15 +80,6 @@ class Settings:
                        "have no gold labels to weigh; give --distill_weight=1")
 
 
-def targets_of(task, features: dict, outputs) -> dict[str, SoftTarget]:
-  """The task's soft targets of these outputs; ValueError if the task has none."""
-  targets = task.soft_targets(features, outputs)
-  if not targets:
-    raise ValueError(f"the {task.config.kind} task does not say what of its outputs a student "
-                     "learns (FineTuningTask.soft_targets): it cannot be distilled")
-  return targets
-
-
 class TeacherOutputs:
   """A prediction step's output function (`Runner.outputs`) for the teacher's pass: the
   soft-target logits of a batch ({teacher_<name>: ...}, float32), each per-position output
@@ -102,7 +93,7 @@ class TeacherOutputs:
 
   def __call__(self, features: dict, outputs) -> dict[str, tf.Tensor]:
     stored = {}
-    for name, target in targets_of(self.task, features, outputs).items():
+    for name, target in self.task.soft_targets(features, outputs).items():
       logits = tf.cast(target.logits, tf.float32)
       padding = self.max_seq_length - tf.shape(logits)[1]
       if target.kind == "positions":
@@ -146,7 +137,7 @@ def loss_fn(task, settings: Settings):
   gold labels' loss (`label_loss`) where they count."""
   def fn(features: dict, outputs, counts: dict | None = None):
     counts = counts or task.loss_counts(features)
-    targets = targets_of(task, features, outputs)
+    targets = task.soft_targets(features, outputs)
     soft = tf.add_n([soft_loss(t, features[PREFIX + name], settings.temperature, counts)
                      for name, t in targets.items()]) / len(targets)
     if settings.weight == 1:

@@ -338,6 +338,10 @@ class Runner:
     if not args.do_train:
       raise ValueError(f"--teacher_checkpoint={args.teacher_checkpoint} without --do_train: "
                        "a teacher's outputs are training targets")
+    if type(self.task).soft_targets is FineTuningTask.soft_targets:
+      raise ValueError(f"--teacher_checkpoint: the {self.task.config.kind} task does not say "
+                       "what of its outputs a student learns (FineTuningTask.soft_targets): it "
+                       "cannot be distilled")
     self.distillation = distillation.Settings(
         args.teacher_checkpoint, args.distill_temperature, args.distill_weight,
         tuple(args.init_from_teacher_layers), args.transfer_file)
