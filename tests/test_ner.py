@@ -134,6 +134,19 @@ def test_tab_separated_columns_of_any_number(tmp_path):
     ner.read_conll(_write(tmp_path / "bad.txt", "\nEU\tNNP\tB-NP\tB-ORG\nrejects\tO\n"))
 
 
+def test_untagged_reading_takes_each_lines_first_column(tmp_path):
+  """A transfer file (`NerTask.transfer_examples`): words alone, or a tagged file's words; the
+  tags are the teacher's to give, so none is read or checked."""
+  words = ner.read_conll(_write(tmp_path / "words.txt", "-DOCSTART-\n\nEU\nrejects\n\nPeter\n"),
+                         tagged=False)
+  tagged = ner.read_conll(_write(tmp_path / "tagged.txt", "-DOCSTART- -X- O\n\nEU NNP B_BAD\n"
+                                 "rejects VBZ O\n\nPeter NNP B-PER\n"), tagged=False)
+  assert [s.words for s in words] == [["EU", "rejects"], ["Peter"]] == [s.words for s in tagged]
+  assert [s.tags for s in tagged] == [["O", "O"], ["O"]] and words[0].doc_start
+  with pytest.raises(DataError, match=r"tagged\.txt:3: tag 'B_BAD' is not O"):
+    ner.read_conll(str(tmp_path / "tagged.txt"))
+
+
 def test_bad_files_are_named(tmp_path):
   with pytest.raises(DataError, match=r"nothere\.txt: file not found"):
     ner.read_conll(str(tmp_path / "nothere.txt"))

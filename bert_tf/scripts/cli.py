@@ -165,7 +165,7 @@ def define_distillation_flags() -> None:
   flags.DEFINE_string("transfer_file", None,
                       "Distil on these unlabelled examples too, beside the training set: a "
                       "file in the layout of the task's prediction input (its test file, "
-                      "SQuAD's predict file), which the teacher labels (Turc et al.'s transfer "
+                      "SQuAD's predict file; NER's words alone do), which the teacher labels (Turc et al.'s transfer "
                       "data); the soft loss alone trains on them (--distill_weight=1).")
 
 

@@ -160,9 +160,10 @@ def _word_and_tag(path: str, line_number: int, line: str, columns: int,
   return word, tag
 
 
-def read_conll(path: str) -> list[Sentence]:
+def read_conll(path: str, tagged: bool = True) -> list[Sentence]:
   """A CoNLL or `word<TAB>tag` file's sentences, in order (`text_files.read_text`: a UTF-8 BOM
-  dropped); DataError naming file and line."""
+  dropped); DataError naming file and line. Not `tagged`: each line's first column is its word
+  and any others are not read (a file of words alone, or a tagged one's words), tags "O"."""
   lines = text_files.read_text(path).split("\n")
   sentences, words, tags = [], [], []
   columns, first_line, document, doc_start = None, 0, 0, False
@@ -175,6 +176,10 @@ def read_conll(path: str) -> list[Sentence]:
       if line.strip():  # -DOCSTART-: the next sentence starts a document.
         document += bool(sentences)
         doc_start = True
+      continue
+    if not tagged:
+      words.append(_fields(line)[0].strip())
+      tags.append("O")
       continue
     if columns is None:
       columns, first_line = len(_fields(line)), number
@@ -448,6 +453,11 @@ class NerTask(FineTuningTask):
       logging.warning("%s:%d: tag %s is not in the training file's label set (%d words with "
                       "tags %s): never predicted, they count as misses", path, unknown[0][0],
                       unknown[0][1], len(unknown), ", ".join(tags))
+
+  def transfer_examples(self, path: str) -> list[Sentence]:
+    """`path` read as test.txt (a word a line, a blank line between sentences), its tags, if
+    any, not read: the teacher tags its words (`read_conll`, not tagged)."""
+    return read_conll(path, tagged=False)
 
   # Features and records.
   def convert_examples(self, examples: list[Sentence], tokenizer: FullTokenizer,
