@@ -9,6 +9,12 @@
 The Model Garden's `BertEncoderV2` is this network in its bidirectional form only; the paper's
 left-to-right ablation needs a causal mask too, so the same layers are wired here with an
 attention mask that can be either.
+
+Packed (`build_encoder(..., packed=True)`): each row holds several sequences, told apart by
+input_mask (0 at padding, else the 1-based index of the token's sequence in its row), with
+input_positions int32 [batch, seq] (each token's position in its own sequence). Attention is
+block-diagonal and position ids restart per sequence, so each sequence's outputs are those it
+would have alone in a row. The same variables: a checkpoint does not know how it was trained.
 """
 import contextlib
 import math
@@ -24,6 +30,8 @@ from bert_tf.modeling.configs import BertConfig
 ATTENTION_MODES = ("bidirectional", "causal")
 # What the encoder (and every model on it) reads: int32 [batch, seq] each.
 INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
+# What a packed encoder reads besides: int32 [batch, seq].
+PACKED_INPUT_NAMES = INPUT_NAMES + ("input_positions",)
 
 # Variable (and layer) names of the word embedding table, which the masked-LM head shares.
 WORD_EMBEDDINGS = "word_embeddings"
@@ -67,6 +75,40 @@ class AttentionMask(layers.SelfAttentionMask):
 
   def get_config(self):
     return dict(super().get_config(), causal=self.causal)
+
+
+@tf_keras.utils.register_keras_serializable(package="bert_tf")
+class PackedAttentionMask(layers.SelfAttentionMask):
+  """The block-diagonal [batch, seq, seq] mask of a packed row: 1 where token i may attend to
+  token j, that is where j is a real token (input_mask[j] > 0) of i's own sequence
+  (input_mask[i] == input_mask[j]).
+
+  A padding query (input_mask[i] == 0) attends to every real token, as `AttentionMask` lets it:
+  on a 0/1 mask (a row of one sequence) the two masks are the same. Its output is never read,
+  and it is never a key, so it changes no real token's output.
+  """
+
+  def call(self, inputs, to_mask=None):
+    # The rows and the columns both come from to_mask; `inputs` gives the dtype, as it does
+    # the Model Garden's mask.
+    is_key = to_mask[:, None, :] > 0                                          # [B, 1, S]
+    same_sequence = tf.equal(to_mask[:, :, None], to_mask[:, None, :])         # [B, S, S]
+    is_padding_query = tf.equal(to_mask[:, :, None], 0)                       # [B, S, 1]
+    return tf.cast(is_key & (same_sequence | is_padding_query), inputs.dtype)
+
+
+@tf_keras.utils.register_keras_serializable(package="bert_tf")
+class PackedPositionEmbedding(layers.PositionEmbedding):
+  """The Model Garden's learned position embeddings (the same table, `embeddings`
+  [max_length, width]) read at each token's own position id, not at 0..seq-1.
+
+  Called as layer(embeddings [B, S, width], positions=int32 [B, S]) -> [B, S, width]; the
+  embeddings give the table's width when it is built.
+  """
+
+  def call(self, inputs, positions=None):
+    del inputs
+    return tf.gather(self._position_embeddings, positions)
 
 
 @tf_keras.utils.register_keras_serializable(package="bert_tf")
@@ -211,36 +253,53 @@ def generator_dropout():
       tf_keras.backend.experimental.disable_tf_random_generator()
 
 
-def build_encoder(config: BertConfig, attention: str = "bidirectional") -> tf_keras.Model:
+def build_encoder(config: BertConfig, attention: str = "bidirectional",
+                  packed: bool = False) -> tf_keras.Model:
   """The BERT encoder as a functional tf_keras Model.
 
   Args:
     config: the encoder's hyper-parameters.
     attention: "bidirectional" (BERT) or "causal" (left-to-right; the mask also hides padding).
+    packed: rows that hold several sequences (bidirectional only): input_mask is each token's
+      1-based sequence index in its row (0 at padding), and the model also takes
+      `input_positions`, each token's position id in its own sequence. The same variables as
+      the unpacked encoder's.
 
   Returns:
     A Model taking a dict of int32 [batch, seq] tensors `input_word_ids`, `input_mask`,
-    `input_type_ids` (seq <= config.max_position_embeddings) and returning a dict:
+    `input_type_ids` (and `input_positions` when packed; seq <= config.max_position_embeddings)
+    and returning a dict:
       sequence_output: float [batch, seq, hidden_size], the last block's output;
-      pooled_output: float [batch, hidden_size], tanh(dense(sequence_output[:, 0]));
+      pooled_output: float [batch, hidden_size], tanh(dense(sequence_output[:, 0])) (packed:
+        the row's first sequence's [CLS]);
       encoder_outputs: a list of num_hidden_layers float [batch, seq, hidden_size].
   """
   if attention not in ATTENTION_MODES:
     raise ValueError(f"attention {attention!r} is not one of {ATTENTION_MODES}")
+  if packed and attention == "causal":
+    # A left-to-right model over a packed row would need each sequence's own lower triangle;
+    # the left-to-right ablation trains on unpacked rows.
+    raise ValueError("a packed encoder is bidirectional only: the causal ('ltr') mode does "
+                     "not take packed rows")
   with generator_dropout():  # Its dropout layers (all made here) draw from generators.
-    return _wired_encoder(config, attention)
+    return _wired_encoder(config, attention, packed)
 
 
-def _wired_encoder(config: BertConfig, attention: str) -> tf_keras.Model:
+def _wired_encoder(config: BertConfig, attention: str, packed: bool) -> tf_keras.Model:
   inputs = {name: tf_keras.Input(shape=(None,), dtype=tf.int32, name=name)
-            for name in ("input_word_ids", "input_mask", "input_type_ids")}
+            for name in (PACKED_INPUT_NAMES if packed else INPUT_NAMES)}
 
   word_embeddings = layers.OnDeviceEmbedding(
       config.vocab_size, config.hidden_size, initializer=initializer(config),
       name=WORD_EMBEDDINGS)(inputs["input_word_ids"])
-  position_embeddings = layers.PositionEmbedding(
-      max_length=config.max_position_embeddings, initializer=initializer(config),
-      name="position_embedding")(word_embeddings)
+  if packed:
+    position_embeddings = PackedPositionEmbedding(
+        max_length=config.max_position_embeddings, initializer=initializer(config),
+        name="position_embedding")(word_embeddings, positions=inputs["input_positions"])
+  else:
+    position_embeddings = layers.PositionEmbedding(
+        max_length=config.max_position_embeddings, initializer=initializer(config),
+        name="position_embedding")(word_embeddings)
   # One-hot lookup: faster than a gather on TPUs for a table this small.
   type_embeddings = layers.OnDeviceEmbedding(
       config.type_vocab_size, config.hidden_size, initializer=initializer(config),
@@ -252,8 +311,11 @@ def _wired_encoder(config: BertConfig, attention: str) -> tf_keras.Model:
       axis=-1, epsilon=1e-12, dtype=tf.float32, name="embeddings/layer_norm")(x)
   x = tf_keras.layers.Dropout(config.hidden_dropout_prob, name="embeddings/dropout")(x)
 
-  mask = AttentionMask(causal=attention == "causal", name="attention_mask")(
-      x, inputs["input_mask"])
+  if packed:
+    mask = PackedAttentionMask(name="attention_mask")(x, inputs["input_mask"])
+  else:
+    mask = AttentionMask(causal=attention == "causal", name="attention_mask")(
+        x, inputs["input_mask"])
   encoder_outputs = []
   for i in range(config.num_hidden_layers):
     x = TransformerEncoderBlock(
@@ -273,7 +335,8 @@ def _wired_encoder(config: BertConfig, attention: str) -> tf_keras.Model:
       name="pooler_transform")(x[:, 0, :])
   outputs = dict(sequence_output=x, pooled_output=pooled_output,
                  encoder_outputs=encoder_outputs)
-  return tf_keras.Model(inputs=inputs, outputs=outputs, name=f"bert_encoder_{attention}")
+  name = f"bert_encoder_{attention}" + ("_packed" if packed else "")
+  return tf_keras.Model(inputs=inputs, outputs=outputs, name=name)
 
 
 def embedding_table(encoder: tf_keras.Model) -> tf.Variable:
