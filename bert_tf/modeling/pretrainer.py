@@ -7,6 +7,22 @@ objective "ltr" (the paper's "LTR & No NSP", like OpenAI GPT): causal encoder ov
   tokens; the same LM head predicts token t+1 from positions <= t, for every non-pad token. The
   original tokens come back from the MLM records (`restore_original_tokens`), so one set of
   records serves both objectives.
+
+Packed ("mlm" only; `build_pretrainer(..., max_sequences_per_pack=k)`, k > 1): each row of
+S = max_seq_length holds up to k sequences, the masked-LM targets of all of them
+(k * P slots, P = max_predictions_per_seq) and each sequence's next-sentence label at
+its [CLS]:
+  input_word_ids, input_type_ids: int32 [B, S], as unpacked (segment ids per sequence);
+  input_mask: int32 [B, S], 0 at padding, else the token's 1-based sequence index in its row;
+  input_positions: int32 [B, S], each token's position in its own sequence (0 at padding);
+  masked_lm_positions, masked_lm_ids: int32 [B, k*P]; masked_lm_weights: float32 [B, k*P]
+    (the model reads as many slots as it is given; each costs a projection onto the whole
+    vocabulary, empty or not);
+  next_sentence_labels, next_sentence_positions (its [CLS]'s index in the row): int32 [B, k];
+  next_sentence_weights: float32 [B, k], 1.0 for a sequence, 0.0 for an empty slot.
+The encoder's attention is block-diagonal and its position ids restart per sequence (see
+`encoder.build_encoder`), so every sequence gets the outputs and losses it gets unpacked, from
+the same variables.
 """
 import tensorflow as tf
 import tf_keras
@@ -17,6 +33,7 @@ from bert_tf.modeling.encoder import build_encoder
 
 OBJECTIVES = ("mlm", "ltr")
 ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
+PACKED_ENCODER_INPUTS = ENCODER_INPUTS + ("input_positions",)
 
 
 def restore_original_tokens(features: dict) -> tf.Tensor:
@@ -36,17 +53,21 @@ def restore_original_tokens(features: dict) -> tf.Tensor:
 class BertPretrainer(tf_keras.Model):
   """Encoder + LM head (+ next-sentence head).
 
-  call(features) takes the dict of `tfrecords.datasets.pretraining_dataset` and returns
-    mlm_logits: float32 [B, P, V] at masked_lm_positions ("mlm"), or [B, S, V] at every
-      position ("ltr");
-    nsp_logits: float32 [B, 2], when `nsp`.
+  call(features) takes the dict of `tfrecords.datasets.pretraining_dataset` (packed: the
+  module doc's) and returns
+    mlm_logits: float32 [B, N, V] at the N masked_lm_positions ("mlm"), or [B, S, V] at
+      every position ("ltr");
+    nsp_logits: float32 [B, 2], when `nsp`; [B, k, 2] packed, at next_sentence_positions.
   Logits are float32 even under mixed precision, so the softmax and loss are.
   """
 
-  def __init__(self, config: BertConfig, objective: str = "mlm", nsp: bool = True, **kwargs):
+  def __init__(self, config: BertConfig, objective: str = "mlm", nsp: bool = True,
+               packed: bool = False, **kwargs):
     super().__init__(**kwargs)
     self.objective = objective
-    self.encoder = build_encoder(config, "causal" if objective == "ltr" else "bidirectional")
+    self.packed = packed
+    self.encoder = build_encoder(config, "causal" if objective == "ltr" else "bidirectional",
+                                 packed=packed)
     self.masked_lm = heads.masked_lm(config, self.encoder)
     self.next_sentence = heads.next_sentence(config) if nsp else None
     if objective == "mlm":
@@ -66,7 +87,8 @@ class BertPretrainer(tf_keras.Model):
     return items
 
   def call(self, features, training=None):
-    inputs = {name: features[name] for name in ENCODER_INPUTS}
+    inputs = {name: features[name]
+              for name in (PACKED_ENCODER_INPUTS if self.packed else ENCODER_INPUTS)}
     if self.objective == "ltr":
       inputs["input_word_ids"] = restore_original_tokens(features)
       ids = inputs["input_word_ids"]
@@ -74,8 +96,11 @@ class BertPretrainer(tf_keras.Model):
       encoded = self.encoder(inputs, training=training)
       sequence_output, pooled_output = encoded["sequence_output"], encoded["pooled_output"]
     else:
+      # Each sequence's [CLS]: the row's first token unpacked, its own position packed.
+      cls_positions = (features["next_sentence_positions"] if self.packed
+                       else tf.zeros_like(features["masked_lm_positions"][:, :1]))
       sequence_output, pooled_output = self._encode_at(
-          inputs, features["masked_lm_positions"], training)
+          inputs, cls_positions, features["masked_lm_positions"], training)
       positions = tf.broadcast_to(tf.range(tf.shape(sequence_output)[1]),
                                   tf.shape(features["masked_lm_positions"]))
     outputs = {"mlm_logits": tf.cast(
@@ -84,49 +109,74 @@ class BertPretrainer(tf_keras.Model):
       outputs["nsp_logits"] = tf.cast(self.next_sentence(pooled_output), tf.float32)
     return outputs
 
-  def _encode_at(self, inputs: dict, positions: tf.Tensor, training) -> tuple:
-    """The encoder's sequence output at `positions` [B, P] -> [B, P, H], and its pooled
-    output [B, H]: equal to the whole encoder's, but its last block attends from [CLS] and
-    the P positions only (keys and values still every position), since nothing else of its
-    output is read. At sequence 128 and 20 predictions that block does ~1/4 of its work.
+  def _encode_at(self, inputs: dict, cls_positions: tf.Tensor, positions: tf.Tensor,
+                 training) -> tuple:
+    """The encoder's sequence output at `positions` [B, P] -> [B, P, H], and the pooled
+    output of the [CLS] at `cls_positions` [B, C]: [B, H] unpacked (C = 1, the row's first
+    token), [B, C, H] packed. Equal to the whole encoder's, but its last block attends from
+    the C [CLS] and the P positions only (keys and values still every position), since
+    nothing else of its output is read. At sequence 128 and 20 predictions that block does
+    ~1/4 of its work.
     """
     hidden, mask = self._below_last_block(inputs, training=training)  # [B,S,H], [B,S,S]
-    queries = tf.concat([tf.zeros_like(positions[:, :1]), positions], axis=1)  # [B, 1 + P]
+    queries = tf.concat([cls_positions, positions], axis=1)            # [B, C + P]
     last = self._last_block([tf.gather(hidden, queries, batch_dims=1), hidden,
                              tf.gather(mask, queries, batch_dims=1)], training=training)
-    return last[:, 1:], self._pooler(last[:, 0])
+    num_cls = cls_positions.shape[1] or tf.shape(cls_positions)[1]
+    pooled = self._pooler(last[:, :num_cls] if self.packed else last[:, 0])
+    return last[:, num_cls:], pooled
 
 
 def dummy_features(max_seq_length: int, max_predictions_per_seq: int,
-                   batch_size: int = 1) -> dict:
-  """An all-zero batch of pretraining features of the given shapes (to build a model)."""
+                   batch_size: int = 1, max_sequences_per_pack: int = 0) -> dict:
+  """An all-zero batch of pretraining features of the given shapes (to build a model):
+  unpacked, or packed (the module doc's) when max_sequences_per_pack > 1."""
   seq = tf.zeros([batch_size, max_seq_length], tf.int32)
-  preds = tf.zeros([batch_size, max_predictions_per_seq], tf.int32)
+  if max_sequences_per_pack <= 1:
+    preds = tf.zeros([batch_size, max_predictions_per_seq], tf.int32)
+    return dict(input_word_ids=seq, input_mask=tf.ones_like(seq), input_type_ids=seq,
+                masked_lm_positions=preds, masked_lm_ids=preds,
+                masked_lm_weights=tf.zeros([batch_size, max_predictions_per_seq]),
+                next_sentence_labels=tf.zeros([batch_size, 1], tf.int32))
+  preds = tf.zeros([batch_size, max_sequences_per_pack * max_predictions_per_seq], tf.int32)
+  sequences = tf.zeros([batch_size, max_sequences_per_pack], tf.int32)
   return dict(input_word_ids=seq, input_mask=tf.ones_like(seq), input_type_ids=seq,
-              masked_lm_positions=preds, masked_lm_ids=preds,
-              masked_lm_weights=tf.zeros([batch_size, max_predictions_per_seq]),
-              next_sentence_labels=tf.zeros([batch_size, 1], tf.int32))
+              input_positions=seq, masked_lm_positions=preds, masked_lm_ids=preds,
+              masked_lm_weights=tf.zeros(preds.shape), next_sentence_labels=sequences,
+              next_sentence_positions=sequences, next_sentence_weights=tf.zeros(sequences.shape))
 
 
-def _check(config: BertConfig, max_seq_length: int, objective: str, nsp: bool) -> None:
+def _check(config: BertConfig, max_seq_length: int, objective: str, nsp: bool,
+           max_sequences_per_pack: int) -> None:
   if objective not in OBJECTIVES:
     raise ValueError(f"objective {objective!r} is not one of {OBJECTIVES}")
   if objective == "ltr" and nsp:
     # A causal [CLS] sees only itself: there is no sentence-pair summary to classify.
     raise ValueError("objective 'ltr' trains without next sentence prediction (the paper's "
                      "'LTR & No NSP'); pass nsp=False")
+  if objective == "ltr" and max_sequences_per_pack > 1:
+    raise ValueError("objective 'ltr' trains on unpacked rows: max_sequences_per_pack "
+                     f"{max_sequences_per_pack} needs objective 'mlm'")
   if max_seq_length > config.max_position_embeddings:
     raise ValueError(f"max_seq_length {max_seq_length} exceeds the config's "
                      f"max_position_embeddings {config.max_position_embeddings}")
 
 
 def build_pretrainer(config: BertConfig, max_seq_length: int, max_predictions_per_seq: int,
-                     objective: str = "mlm", nsp: bool = True) -> BertPretrainer:
-  """A BertPretrainer with its variables created (ready to load a checkpoint into)."""
-  _check(config, max_seq_length, objective, nsp)
+                     objective: str = "mlm", nsp: bool = True,
+                     max_sequences_per_pack: int = 0) -> BertPretrainer:
+  """A BertPretrainer with its variables created (ready to load a checkpoint into).
+
+  max_sequences_per_pack: k > 1 builds the packed form ("mlm" only), which reads the module
+  doc's packed features, up to k sequences a row and max_predictions_per_seq targets each;
+  0 or 1, the unpacked one. The two have the same variables.
+  """
+  _check(config, max_seq_length, objective, nsp, max_sequences_per_pack)
   model = BertPretrainer(config, objective=objective, nsp=nsp,
+                         packed=max_sequences_per_pack > 1,
                          name=f"bert_pretrainer_{objective}")
-  model(dummy_features(max_seq_length, max_predictions_per_seq))
+  model(dummy_features(max_seq_length, max_predictions_per_seq,
+                       max_sequences_per_pack=max_sequences_per_pack))
   return model
 
 
@@ -180,11 +230,21 @@ def _lm_weights(features: dict, objective: str) -> tf.Tensor:
   return tf.cast(features["masked_lm_weights"], tf.float32)
 
 
+def _nsp_weights(features: dict) -> tf.Tensor | None:
+  """float32 [B, k]: which next-sentence slots of a packed batch hold a sequence; None for an
+  unpacked batch, whose every row is one."""
+  weights = features.get("next_sentence_weights")
+  return None if weights is None else tf.cast(weights, tf.float32)
+
+
 def pretraining_loss_counts(features: dict, objective: str = "mlm") -> dict[str, tf.Tensor]:
   """What the pretraining loss's terms are means over in this batch: the LM targets that
-  count, and the records (next sentence prediction's)."""
-  return {"lm targets": tf.reduce_sum(_lm_weights(features, objective)),
-          "records": tf.cast(tf.shape(features["input_word_ids"])[0], tf.float32)}
+  count, and the records (next sentence prediction's): the rows of an unpacked batch, the
+  sequences of a packed one."""
+  nsp_weights = _nsp_weights(features)
+  records = (tf.cast(tf.shape(features["input_word_ids"])[0], tf.float32)
+             if nsp_weights is None else tf.reduce_sum(nsp_weights))
+  return {"lm targets": tf.reduce_sum(_lm_weights(features, objective)), "records": records}
 
 
 def pretraining_loss(features: dict, outputs: dict, objective: str = "mlm", nsp: bool = True,
@@ -195,9 +255,10 @@ def pretraining_loss(features: dict, outputs: dict, objective: str = "mlm", nsp:
   sum(w * xent) / (sum(w) + 1e-5), w the masked_lm_weights, with sum(w) over the whole update
   (`counts`, `pretraining_loss_counts` summed over its micro-batches and replicas; this
   batch's own when None): the masked positions of the global batch weigh alike however it is
-  split. Metrics: masked_lm_loss, masked_lm_accuracy (for "ltr", the next-token loss and
-  accuracy over non-pad targets, under the same names), and with `nsp` next_sentence_loss,
-  next_sentence_accuracy.
+  split. The next-sentence loss is a mean over the update's records, each sequence of a pack
+  one (its empty slots, next_sentence_weights 0, none). Metrics: masked_lm_loss,
+  masked_lm_accuracy (for "ltr", the next-token loss and accuracy over non-pad targets, under
+  the same names), and with `nsp` next_sentence_loss, next_sentence_accuracy.
   """
   if objective not in OBJECTIVES:
     raise ValueError(f"objective {objective!r} is not one of {OBJECTIVES}")
@@ -214,12 +275,17 @@ def pretraining_loss(features: dict, outputs: dict, objective: str = "mlm", nsp:
   metrics = dict(masked_lm_loss=lm_loss, masked_lm_accuracy=lm_accuracy)
   loss = lm_loss
   if nsp:
-    nsp_logits = tf.cast(outputs["nsp_logits"], tf.float32)
+    # [B, 2] unpacked, [B, k, 2] packed: one row per sequence slot.
+    nsp_logits = tf.reshape(tf.cast(outputs["nsp_logits"], tf.float32), [-1, 2])
     labels = tf.reshape(tf.cast(features["next_sentence_labels"], tf.int32), [-1])
-    metrics["next_sentence_loss"] = tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(
-        labels=labels, logits=nsp_logits)) / counts["records"]
-    metrics["next_sentence_accuracy"] = tf.reduce_sum(tf.cast(
-        tf.equal(tf.argmax(nsp_logits, -1, output_type=tf.int32), labels),
-        tf.float32)) / counts["records"]
+    xent = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=nsp_logits)
+    correct = tf.cast(tf.equal(tf.argmax(nsp_logits, -1, output_type=tf.int32), labels),
+                      tf.float32)
+    nsp_weights = _nsp_weights(features)
+    if nsp_weights is not None:
+      nsp_weights = tf.reshape(nsp_weights, [-1])
+      xent, correct = xent * nsp_weights, correct * nsp_weights
+    metrics["next_sentence_loss"] = tf.reduce_sum(xent) / counts["records"]
+    metrics["next_sentence_accuracy"] = tf.reduce_sum(correct) / counts["records"]
     loss += metrics["next_sentence_loss"]
   return loss, metrics
