@@ -52,7 +52,8 @@ Then the latency (--rounds=0: none): one worker per export (serving.py --worker,
 32 and all at batch 1 untimed first (a warm-up), then --rounds rounds of every sentence at batch
 1 in blocks of --block, then in batches of 32, blocks of 4 batches, the workers taking turns
 block by block (the one that starts rotating). Per export: batch-1 p50 and p99 (ms) and batch-32
-sentences/s, over all rounds; a shape's are its exports' means.
+sentences/s, over all rounds; a shape's are its timed exports' means (--latency_seeds: those
+seeds' exports alone).
 
 Prints a JSON line per run, per export's latency and per shape (written to
 <work_dir>/results.jsonl too), then a markdown table: the teacher's dev accuracy; per shape the
@@ -108,6 +109,8 @@ flags.DEFINE_integer("augment_seed", 1, "The augmentation's seed.")
 flags.DEFINE_float("distill_weight", 1.0, "run_classifier's --distill_weight.")
 flags.DEFINE_float("distill_temperature", 1.0, "run_classifier's --distill_temperature.")
 flags.DEFINE_integer("rounds", 2, "Latency rounds.")
+flags.DEFINE_list("latency_seeds", [], "The seeds whose exports' latency is measured (default: "
+                  "all; the exports of one shape are one graph, so one seed tells).")
 flags.DEFINE_integer("num_sentences", 0, "Dev sentences as latency requests (0: all).")
 flags.DEFINE_integer("block", 50, "Batch-1 requests a worker answers before the next's turn.")
 flags.DEFINE_enum("runtime", "session", ["session", "function"], "serving.py's --runtime "
@@ -338,7 +341,9 @@ def main(argv):
   requests = [{"text_a": e.text_a, **({"text_b": e.text_b} if e.text_b is not None else {})}
               for e in task.get_examples(FLAGS.data_dir, task.eval_splits[0])]
   requests = requests[:FLAGS.num_sentences or None]
-  exports = {"teacher": teacher["export"], **{r["run"]: r["export"] for r in lines[1:]}}
+  timed = set(map(int, FLAGS.latency_seeds)) or set(seeds)
+  exports = {"teacher": teacher["export"],
+             **{r["run"]: r["export"] for r in lines[1:] if r["seed"] in timed}}
   speed = latency(exports, requests) if FLAGS.rounds else {}
   lines += [{"latency": name, "export": exports[name], "runtime": FLAGS.runtime,
              "threads": FLAGS.threads, "intra_op_threads": FLAGS.intra_op_threads,
@@ -374,7 +379,8 @@ def main(argv):
     line["retention"] = line["distilled_mean"] / acc
     row = None
     if fast:
-      rows = [speed[r["run"]] for kind in ("distilled", "gold") for r in runs[name, kind]]
+      rows = [speed[r["run"]] for kind in ("distilled", "gold") for r in runs[name, kind]
+              if r["run"] in speed]
       row = {"p50_ms": statistics.mean(r["p50_ms"] for r in rows),
              "batch32_per_s": statistics.mean(r["batch32_per_s"] for r in rows)}
       row["p50_ratio"] = row["p50_ms"] / fast["p50_ms"]
