@@ -58,6 +58,36 @@ def pretraining_features(max_seq_length: int, max_predictions_per_seq: int) -> l
   ]
 
 
+def packed_pretraining_features(max_seq_length: int, max_predictions_per_seq: int,
+                                max_sequences_per_pack: int) -> list[Feature]:
+  """A packed pretraining row: up to k = max_sequences_per_pack pretraining records one after
+  another in max_seq_length positions, then zero padding. Packed in tf.data from the records
+  as they are (`tfrecords.packing.pack_dataset`), never written; P = max_predictions_per_seq.
+
+  input_ids, segment_ids:               int64 [max_seq_length], each record's own.
+  input_mask:                           int64 [max_seq_length]: the token's record's 1-based
+                                        index in the row (1, 1, ..., 2, 2, ...), 0 at padding.
+  input_positions:                      int64 [max_seq_length]: the token's position in its
+                                        record (0 at its [CLS]), 0 at padding.
+  masked_lm_positions, masked_lm_ids:   int64 [k * P]: record i's P entries at [i*P, (i+1)*P),
+                                        positions counted in the row; 0 where none.
+  masked_lm_weights:                    float [k * P]: 1.0 real, 0.0 none.
+  next_sentence_labels:                 int64 [k]: record i's label; 0 for an empty slot.
+  next_sentence_positions:              int64 [k]: record i's [CLS] in the row (its offset).
+  next_sentence_weights:                float [k]: 1.0 for a record, 0.0 for an empty slot.
+  """
+  k, predictions = max_sequences_per_pack, max_sequences_per_pack * max_predictions_per_seq
+  return token_features(max_seq_length) + [
+      Feature("input_positions", "int64", max_seq_length, max_seq_length),
+      Feature("masked_lm_positions", "int64", predictions),
+      Feature("masked_lm_ids", "int64", predictions),
+      Feature("masked_lm_weights", "float32", predictions),
+      Feature("next_sentence_labels", "int64", k),
+      Feature("next_sentence_positions", "int64", k),
+      Feature("next_sentence_weights", "float32", k),
+  ]
+
+
 def unmasked_pretraining_features(max_seq_length: int) -> list[Feature]:
   """The pretraining record without masked LM targets, for dynamic masking (drawn as the
   records are read: `bert_tf.training.dynamic_masking`): `pretraining_features` less its three

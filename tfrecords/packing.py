@@ -1,0 +1,261 @@
+"""Packed pretraining batches: up to k instances a row of max_seq_length, no padding computed
+where another instance fits (Krell et al. 2021, "Efficient Sequence Packing without
+Cross-contamination"). The model reads a packed row as the unpacked instances (block-diagonal
+attention, positions restarting at each [CLS]: `bert_tf.modeling.pretrainer`); the packed
+layout is `schema.packed_pretraining_features`.
+
+Two parts: which instances share a row (`pack_lengths`, numpy, over the lengths of a buffer
+of instances), and the packed batches themselves (`pack_dataset`, tf.data: the gathering in
+the graph). Packing comes last in the pipeline, after batching and dynamic masking, and the
+packed stream is a pure function of the stream of unpacked instances (no state, no seed): the
+same input order gives the same packs, so a resumed run that skips the batches it consumed
+sees the packs it would have seen, and each pipeline of a distributed input packs its own
+shard alone.
+
+The packer ("fill the longest"): a buffer's lengths as a histogram; the longest instance left
+opens a pack, whose room is then filled by the pair of instances left that fills it most (two
+preferred to one at equal fill, then the pair whose longer member is longest, so the other is
+the shortest that completes the fill: short instances go beside long ones, where packs of
+three need them), again while it has room and slots. A pack of that composition is then taken
+as many times as its lengths last, so the work grows with the number of distinct compositions
+(hundreds), not instances. Measured on the full-Wikipedia histogram of MLPerf's
+records at 512 (`benchmarks/runs/padding_share.py`, benchmarks/README.md's "Packing"): at k = 3
+it fills 99.2-99.5% of the packed tokens over buffers of 4k-16k instances (the speed-up's
+bound is 2.00x), where shortest-pack-first histogram packing (SPFHP, the paper's), which puts
+each length into the emptiest pack, fills 89.5%: with three instances a pack, the short
+instances must go with the long ones, and SPFHP's descending pass leaves them to fill packs
+of their own at the end.
+"""
+import numpy as np
+import tensorflow as tf
+
+# The features of a masked, unpacked batch (model names: `schema.to_model_inputs`) that
+# `pack_dataset` packs.
+UNPACKED_INPUTS = ("input_word_ids", "input_mask", "input_type_ids", "masked_lm_positions",
+                   "masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
+
+DEFAULT_BUFFER_SIZE = 4096
+DEFAULT_SEQUENCES_PER_PACK = 3
+
+
+def pack_lengths(lengths: np.ndarray, max_seq_length: int,
+                 max_sequences_per_pack: int) -> np.ndarray:
+  """Which instances share a row: [n] lengths (each <= max_seq_length) -> int32 [packs, k],
+  each pack's instance indices ascending, -1 in its empty slots (last), k =
+  max_sequences_per_pack; each pack's lengths sum to at most max_seq_length. Every instance of
+  length > 0 is in exactly one pack; one of length 0 (nothing to train on) in none. The packs
+  come in a fixed pseudo-random order (`_scrambled`); a pure function of `lengths`."""
+  lengths = np.asarray(lengths, np.int64)
+  if lengths.size and (lengths.min() < 0 or lengths.max() > max_seq_length):
+    raise ValueError(f"instance lengths must be in [0, {max_seq_length}]; got "
+                     f"{lengths.min()}..{lengths.max()}")
+  if max_sequences_per_pack < 1:
+    raise ValueError(f"max_sequences_per_pack must be at least 1, not {max_sequences_per_pack}")
+  histogram = np.bincount(lengths, minlength=max_seq_length + 1)
+  histogram[0] = 0
+  # Each length's instances in input order: a composition's copies take the next ones.
+  by_length = np.argsort(lengths, kind="stable")
+  next_of_length = np.cumsum(histogram) - histogram + np.count_nonzero(lengths == 0)
+  blocks = []
+  for count, composition in _compositions(histogram, max_seq_length, max_sequences_per_pack):
+    block = np.full([count, max_sequences_per_pack], -1, np.int64)
+    for slot, length in enumerate(composition):
+      block[:, slot] = by_length[next_of_length[length]:next_of_length[length] + count]
+      next_of_length[length] += count
+    blocks.append(block)
+  if not blocks:
+    return np.zeros([0, max_sequences_per_pack], np.int32)
+  packs = np.concatenate(blocks)
+  # Members in input order, the empty slots (-1) after them.
+  packs = np.sort(np.where(packs < 0, lengths.size, packs), axis=1)
+  packs = np.where(packs == lengths.size, -1, packs)
+  return packs[np.argsort(_scrambled(packs[:, 0]), kind="stable")].astype(np.int32)
+
+
+def _scrambled(first: np.ndarray) -> np.ndarray:
+  """Each pack's sort key: its first instance's index through a multiplicative hash. The
+  packer makes packs grouped by composition (the full-length rows, then the pairs, ...), and
+  by first index alone packs of three would come early (the least of three random indices is
+  small); either would make a batch's composition depend on its place in the buffer."""
+  return (first.astype(np.uint64) * np.uint64(0x9E3779B1)) % np.uint64(1 << 32)
+
+
+def _compositions(histogram: np.ndarray, max_seq_length: int, max_sequences_per_pack: int):
+  """The packer of the module docstring: yields (count, lengths of one pack) until the
+  histogram [max_seq_length + 1] of lengths is spent."""
+  left = histogram.copy()
+  while True:
+    present = np.flatnonzero(left)
+    if not present.size:
+      return
+    longest = int(present[-1])
+    left[longest] -= 1
+    pack = [longest]
+    room, slots = max_seq_length - longest, max_sequences_per_pack - 1
+    while room > 0 and slots > 0:
+      fill = _best_fill(left, room, two=slots >= 2)
+      if not fill:
+        break
+      for length in fill:
+        left[length] -= 1
+      pack += fill
+      room -= sum(fill)
+      slots -= len(fill)
+    for length in pack:
+      left[length] += 1
+    # The same pack again while its lengths last: each choice above depended only on which
+    # lengths were left, and taking more copies only removes others' options.
+    uses = np.bincount(pack, minlength=left.size)
+    count = int(np.min(left[uses > 0] // uses[uses > 0]))
+    left -= count * uses
+    yield count, pack
+
+
+def _best_fill(left: np.ndarray, room: int, two: bool) -> list[int]:
+  """One or (when `two`) two lengths of those `left` (a histogram) that fill `room` most: of
+  equal fills two before one, then the one whose longer length is longest; [] if none fits."""
+  available = left > 0
+  # largest[x]: the longest length left that is <= x (0: none).
+  largest = np.maximum.accumulate(np.where(available, np.arange(left.size), 0))
+  best, key = [], -1
+  single = int(largest[room])
+  if single:
+    best, key = [single], (2 * single) * (room + 1) + single
+  if two:
+    firsts = np.flatnonzero(available[1:room]) + 1               # [m] the longer member
+    # The second: the longest that fits beside the first and is no longer (the first itself
+    # only if two of its length are left).
+    seconds = largest[np.minimum(room - firsts, firsts)]
+    lone = (seconds == firsts) & (left[firsts] < 2)
+    seconds = np.where(lone, largest[np.minimum(room - firsts, firsts - 1)], seconds)
+    pair = seconds > 0
+    if pair.any():
+      firsts, seconds = firsts[pair], seconds[pair]
+      keys = (2 * (firsts + seconds) + 1) * (room + 1) + firsts
+      j = int(np.argmax(keys))
+      if keys[j] > key:
+        best = [int(firsts[j]), int(seconds[j])]
+  return best
+
+
+def pack_dataset(batches: tf.data.Dataset, batch_size: int,
+                 max_sequences_per_pack: int = DEFAULT_SEQUENCES_PER_PACK,
+                 buffer_size: int = DEFAULT_BUFFER_SIZE,
+                 drop_remainder: bool = True) -> tf.data.Dataset:
+  """Unpacked, masked batches -> packed batches of `batch_size` rows.
+
+  Args:
+    batches: a dataset of dicts of `UNPACKED_INPUTS` (what `datasets.record_dataset` yields
+      for `schema.pretraining_features`, or dynamic masking's output), batches of any size:
+      input_word_ids, input_mask (1 on the tokens, then 0), input_type_ids: int32 [n, S];
+      masked_lm_positions, masked_lm_ids: int32 [n, P]; masked_lm_weights: float32 [n, P];
+      next_sentence_labels: int32 [n, 1]. S and P static.
+    batch_size: rows per packed batch (under tf.distribute, the pipeline's own share, as
+      `InputContext.get_per_replica_batch_size` gives).
+    max_sequences_per_pack: k, the most instances a row holds.
+    buffer_size: instances packed together (`pack_lengths` over their lengths): more packs
+      fuller, and costs memory and the wait for the first batch.
+    drop_remainder: as tf.data's batch: True gives a static batch dimension (training's
+      endless stream); False keeps a finite stream's last, smaller batch (evaluation).
+
+  Returns:
+    A dataset of dicts (`schema.packed_pretraining_features`, model names), B = batch_size:
+    input_word_ids, input_type_ids: int32 [B, S], 0 at padding;
+    input_mask: int32 [B, S], the token's 1-based instance index in its row, 0 at padding;
+    input_positions: int32 [B, S], the token's position in its instance, 0 at padding;
+    masked_lm_positions, masked_lm_ids: int32 [B, k*P]; masked_lm_weights: float32 [B, k*P]:
+      each instance's P entries in turn, positions shifted to the row, 0/0/0.0 where the
+      instance had none (weight 0) or the slot holds no instance;
+    next_sentence_labels, next_sentence_positions (its [CLS]'s index in the row): int32
+      [B, k]; next_sentence_weights: float32 [B, k], 1.0 for an instance, 0.0 an empty slot.
+  """
+  missing = set(UNPACKED_INPUTS) - set(batches.element_spec)
+  extra = set(batches.element_spec) - set(UNPACKED_INPUTS)
+  if missing or extra:
+    raise ValueError(f"packing takes masked pretraining batches of {list(UNPACKED_INPUTS)}; "
+                     f"missing {sorted(missing)}, not packable {sorted(extra)}")
+  max_seq_length = batches.element_spec["input_word_ids"].shape[1]
+  if max_seq_length is None or batches.element_spec["masked_lm_ids"].shape[1] is None:
+    raise ValueError("packing needs the batches' sequence and prediction lengths static")
+
+  def pack(batch: dict) -> dict:
+    lengths = tf.reduce_sum(tf.cast(batch["input_mask"] > 0, tf.int32), axis=1)
+    packs = tf.numpy_function(
+        lambda n: pack_lengths(n, max_seq_length, max_sequences_per_pack), [lengths],
+        tf.int32, stateful=False)
+    packs.set_shape([None, max_sequences_per_pack])
+    return gather_packs(batch, lengths, packs)
+
+  buffers = batches.rebatch(buffer_size, drop_remainder=False)
+  packed = buffers.map(tf.autograph.experimental.do_not_convert(pack),
+                       num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+  return packed.rebatch(batch_size, drop_remainder=drop_remainder).prefetch(tf.data.AUTOTUNE)
+
+
+def gather_packs(batch: dict, lengths: tf.Tensor, packs: tf.Tensor) -> dict:
+  """The packed rows of `pack_dataset`'s Returns, [m, ...] for the m packs of `packs`
+  (int32 [m, k], `pack_lengths`'s) over the unpacked `batch` ([n, ...], `lengths` [n] its
+  instances' token counts)."""
+  max_seq_length = batch["input_word_ids"].shape[1]
+  k = packs.shape[1]
+  real = packs >= 0                                                   # [m, k]
+  index = tf.maximum(packs, 0)
+  member_lengths = tf.where(real, tf.gather(lengths, index), 0)
+  ends = tf.cumsum(member_lengths, axis=1)
+  starts = ends - member_lengths                                      # [m, k] offsets
+  position = tf.range(max_seq_length)
+  # Each position's member: how many members end at or before it (k past the last one, the
+  # empty slots ending there too).
+  member = tf.reduce_sum(tf.cast(position[None, :, None] >= ends[:, None, :], tf.int32), -1)
+  token = member < k                                                  # [m, S]
+  member = tf.minimum(member, k - 1)
+  within = position[None, :] - tf.gather(starts, member, batch_dims=1)
+  source = tf.stack([tf.gather(index, member, batch_dims=1),
+                     tf.where(token, within, 0)], axis=-1)            # [m, S, 2]
+  out = {name: tf.where(token, tf.gather_nd(batch[name], source), 0)
+         for name in ("input_word_ids", "input_type_ids")}
+  out["input_mask"] = tf.where(token, member + 1, 0)
+  out["input_positions"] = tf.where(token, within, 0)
+
+  # An entry of weight 0 is no prediction: 0/0/0.0, as an empty slot's.
+  weights = tf.gather(batch["masked_lm_weights"], index)              # [m, k, P]
+  predicted = real[:, :, None] & (weights != 0)
+  shifted = tf.gather(batch["masked_lm_positions"], index) + starts[:, :, None]
+  num_slots = k * batch["masked_lm_ids"].shape[1]
+  for name, values in (("masked_lm_positions", shifted),
+                       ("masked_lm_ids", tf.gather(batch["masked_lm_ids"], index)),
+                       ("masked_lm_weights", weights)):
+    out[name] = tf.reshape(tf.where(predicted, values, tf.zeros_like(values)), [-1, num_slots])
+  labels = tf.gather(batch["next_sentence_labels"][:, 0], index)
+  out["next_sentence_labels"] = tf.where(real, labels, 0)
+  out["next_sentence_positions"] = tf.where(real, starts, 0)
+  out["next_sentence_weights"] = tf.cast(real, tf.float32)
+  return out
+
+
+def padding_share(lengths: np.ndarray, max_seq_length: int) -> float:
+  """The share of positions that are padding when each instance has a row of its own."""
+  lengths = np.asarray(lengths, np.int64)
+  return float(1.0 - lengths.sum() / (lengths.size * max_seq_length))
+
+
+def packing_stats(lengths: np.ndarray, max_seq_length: int,
+                  max_sequences_per_pack: int = DEFAULT_SEQUENCES_PER_PACK,
+                  buffer_size: int = DEFAULT_BUFFER_SIZE) -> dict:
+  """What packing a stream of instances gives, packed buffer by buffer as `pack_dataset`
+  packs it: [n] lengths in stream order -> sequences, packs, padding_share (unpacked),
+  efficiency (real tokens over the packs' positions), speed_up (rows unpacked over rows
+  packed: the instances a packed row holds on average, and the real tokens a step more at a
+  step's cost per row), bound (the speed-up without any padding: positions unpacked over
+  real tokens; speed_up = bound x efficiency)."""
+  lengths = np.asarray(lengths, np.int64)
+  lengths = lengths[lengths > 0]
+  packs = sum(len(pack_lengths(lengths[i:i + buffer_size], max_seq_length,
+                               max_sequences_per_pack))
+              for i in range(0, lengths.size, buffer_size))
+  tokens = int(lengths.sum())
+  return dict(sequences=int(lengths.size), packs=packs,
+              padding_share=padding_share(lengths, max_seq_length),
+              efficiency=tokens / (packs * max_seq_length),
+              speed_up=lengths.size / packs,
+              bound=lengths.size * max_seq_length / tokens)
