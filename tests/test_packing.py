@@ -72,19 +72,25 @@ def records(tmp_path_factory):
   return rows, path
 
 
-def _packed(path, input_batch_size=8, rows=5, buffer_size=64):
+def _packed(path, input_batch_size=8, rows=5, buffer_size=64, slots=None):
   batches = datasets.pretraining_dataset(path, SEQ, PRED, input_batch_size, is_training=False)
-  return packing.pack_dataset(batches, rows, K, buffer_size=buffer_size, drop_remainder=False)
+  return packing.pack_dataset(batches, rows, K, buffer_size=buffer_size, drop_remainder=False,
+                              max_predictions_per_pack=slots)
 
 
-def test_unpacking_a_packed_row_gives_back_its_records(records):
+# The masked LM slots of a row: all k*P (nothing split), or fewer than the 2+3+3 targets the
+# records' packs of three can hold (those packs split).
+@pytest.mark.parametrize("slots", [K * PRED, PRED + 1])
+def test_unpacking_a_packed_row_gives_back_its_records(records, slots):
   rows, path = records
   by_id = {int(row["input_ids"][0]): row for row in rows}
   seen = []
-  for batch in _packed(path).as_numpy_iterator():
+  for batch in _packed(path, slots=slots).as_numpy_iterator():
+    assert batch["masked_lm_ids"].shape[1] == slots
     for r in range(len(batch["input_word_ids"])):
       mask = batch["input_mask"][r]
       count = int(batch["next_sentence_weights"][r].sum())
+      taken = 0  # The row's targets so far: each instance's follow the one's before it.
       assert mask.max() == count and (batch["next_sentence_weights"][r, count:] == 0).all()
       assert (np.diff((mask == 0).astype(int)) >= 0).all()  # The padding after the instances.
       for i in range(count):
@@ -98,17 +104,15 @@ def test_unpacking_a_packed_row_gives_back_its_records(records):
         np.testing.assert_array_equal(batch["input_type_ids"][r, where], row["segment_ids"])
         np.testing.assert_array_equal(batch["input_positions"][r, where],
                                       np.arange(len(where)))
-        slots = slice(i * PRED, (i + 1) * PRED)
         n = len(row["masked_lm_positions"])
-        np.testing.assert_array_equal(batch["masked_lm_positions"][r, slots][:n] - start,
+        own = slice(taken, taken + n)
+        taken += n
+        np.testing.assert_array_equal(batch["masked_lm_positions"][r, own] - start,
                                       row["masked_lm_positions"])
-        np.testing.assert_array_equal(batch["masked_lm_ids"][r, slots][:n], row["masked_lm_ids"])
-        np.testing.assert_array_equal(batch["masked_lm_weights"][r, slots], [1] * n +
-                                      [0] * (PRED - n))
-        assert not batch["masked_lm_positions"][r, slots][n:].any()
-        assert not batch["masked_lm_ids"][r, slots][n:].any()
+        np.testing.assert_array_equal(batch["masked_lm_ids"][r, own], row["masked_lm_ids"])
+        np.testing.assert_array_equal(batch["masked_lm_weights"][r, own], [1] * n)
         assert batch["next_sentence_labels"][r, i] == row["next_sentence_labels"]
-      empty = slice(count * PRED, None)
+      empty = slice(taken, None)
       for name in ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights"):
         assert not batch[name][r, empty].any()
       for name in ("next_sentence_labels", "next_sentence_positions"):
@@ -141,6 +145,31 @@ def test_training_batches_are_static(records):
   assert first["input_word_ids"].shape == (6, SEQ)
   assert first["masked_lm_weights"].dtype == tf.float32
   assert first["next_sentence_labels"].dtype == tf.int32
+
+
+def test_the_default_slots_hold_every_row_the_original_masking_rule_makes():
+  """`predictions_bound` against google-research/bert's rule: every way of filling a row of
+  S with at most k instances of at least 5 tokens ([CLS] a [SEP] b [SEP]), each masked
+  min(P, max(1, round(n * 0.15))) (Python 3's round, as the original under Python 3)."""
+  def most(seq, pred, k):
+    masked = [min(pred, max(1, round(n * 0.15))) for n in range(seq + 1)]
+    best = [0] * (seq + 1)  # best[s]: the most targets of j instances within s tokens.
+    for _ in range(k):
+      best = [max([best[s]] + [best[s - n] + masked[n] for n in range(5, s + 1)])
+              for s in range(seq + 1)]
+    return best[seq]
+  for seq, pred, k in ((128, 20, 3), (128, 20, 2), (512, 80, 3), (64, 10, 4), (24, 3, 3)):
+    bound = packing.predictions_bound(seq, pred, k, 0.15)
+    assert most(seq, pred, k) <= bound <= k * pred and bound >= pred
+  assert packing.predictions_bound(128, 20, 3, 0.15) == 22
+  assert packing.predictions_bound(512, 80, 3, 0.15) == 80
+
+
+def test_fewer_slots_than_one_record_holds_are_refused(records):
+  _, path = records
+  with pytest.raises(ValueError, match=rf"^--max_predictions_per_pack={PRED - 1}: a packed "
+                     rf"row's masked LM slots go from {PRED} \(--max_predictions_per_seq"):
+    _packed(path, slots=PRED - 1)
 
 
 def test_only_masked_pretraining_batches_pack(records):

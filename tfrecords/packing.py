@@ -38,13 +38,17 @@ DEFAULT_BUFFER_SIZE = 4096
 DEFAULT_SEQUENCES_PER_PACK = 3
 
 
-def pack_lengths(lengths: np.ndarray, max_seq_length: int,
-                 max_sequences_per_pack: int) -> np.ndarray:
+def pack_lengths(lengths: np.ndarray, max_seq_length: int, max_sequences_per_pack: int,
+                 predictions: np.ndarray | None = None,
+                 max_predictions_per_pack: int | None = None) -> np.ndarray:
   """Which instances share a row: [n] lengths (each <= max_seq_length) -> int32 [packs, k],
   each pack's instance indices ascending, -1 in its empty slots (last), k =
   max_sequences_per_pack; each pack's lengths sum to at most max_seq_length. Every instance of
   length > 0 is in exactly one pack; one of length 0 (nothing to train on) in none. The packs
-  come in a fixed pseudo-random order (`_scrambled`); a pure function of `lengths`."""
+  come in a fixed pseudo-random order (`_scrambled`); a pure function of its arguments.
+
+  predictions: [n] each instance's masked-LM targets, none more than max_predictions_per_pack;
+  a pack holding more than that in all is split (`_split_over`)."""
   lengths = np.asarray(lengths, np.int64)
   if lengths.size and (lengths.min() < 0 or lengths.max() > max_seq_length):
     raise ValueError(f"instance lengths must be in [0, {max_seq_length}]; got "
@@ -69,7 +73,36 @@ def pack_lengths(lengths: np.ndarray, max_seq_length: int,
   # Members in input order, the empty slots (-1) after them.
   packs = np.sort(np.where(packs < 0, lengths.size, packs), axis=1)
   packs = np.where(packs == lengths.size, -1, packs)
+  if predictions is not None:
+    packs = _split_over(packs, np.asarray(predictions, np.int64), max_predictions_per_pack)
   return packs[np.argsort(_scrambled(packs[:, 0]), kind="stable")].astype(np.int32)
+
+
+def _split_over(packs: np.ndarray, predictions: np.ndarray,
+                max_predictions_per_pack: int) -> np.ndarray:
+  """`packs` with each one whose members hold more than max_predictions_per_pack masked-LM
+  targets in all split: its members in order, a new pack opened where the next would
+  overflow. The packer packs by length alone, and a row's targets are bounded by its length
+  (`predictions_bound`): at that width nothing splits; at a narrower one, only the rows that
+  need it."""
+  held = np.where(packs >= 0, predictions[np.maximum(packs, 0)], 0)
+  over = held.sum(axis=1) > max_predictions_per_pack
+  if not over.any():
+    return packs
+  split = []
+  for pack in packs[over]:
+    members, total = [], 0
+    for i in pack[pack >= 0]:
+      if total + predictions[i] > max_predictions_per_pack:
+        split.append(members)
+        members, total = [], 0
+      members.append(i)
+      total += predictions[i]
+    split.append(members)
+  new = np.full([len(split), packs.shape[1]], -1, packs.dtype)
+  for row, members in zip(new, split):
+    row[:len(members)] = members
+  return np.concatenate([packs[~over], new])
 
 
 def _scrambled(first: np.ndarray) -> np.ndarray:
@@ -138,10 +171,28 @@ def _best_fill(left: np.ndarray, room: int, two: bool) -> list[int]:
   return best
 
 
+def predictions_bound(max_seq_length: int, max_predictions_per_seq: int,
+                      max_sequences_per_pack: int, masked_lm_prob: float) -> int:
+  """The most masked-LM targets a packed row can hold when its instances were masked by
+  google-research/bert's rule: num_to_predict = min(max_predictions_per_seq, max(1,
+  round(len(tokens) * masked_lm_prob))), tokens counting [CLS] and the [SEP]s (the
+  dynamic masker counts fewer: neither), and never more masked than that (whole words
+  that would overshoot are skipped). max(1, round(n p)) <= n p + 1, and a row's lengths sum
+  to at most S over at most k instances: floor(S p) + k, and at most k P. Not below P,
+  one record's width (S = 512, P = 80: 79 -> 80). S = 128, P = 20, k = 3 at 0.15: 22 slots
+  of 60; each slot costs a projection onto the vocabulary, empty or not (L=2 H=128 B=32:
+  892 ms a step at 60 slots, 447 ms at 23). Records masked at a higher rate still pack
+  right: a row over the width is split (`_split_over`), at some cost in fill."""
+  k, p = max_sequences_per_pack, max_predictions_per_seq
+  # The epsilon: S p computed in floating point just below a whole number (0.29 * 100).
+  return min(k * p, max(p, int(max_seq_length * masked_lm_prob + 1e-9) + k))
+
+
 def pack_dataset(batches: tf.data.Dataset, batch_size: int,
                  max_sequences_per_pack: int = DEFAULT_SEQUENCES_PER_PACK,
                  buffer_size: int = DEFAULT_BUFFER_SIZE,
-                 drop_remainder: bool = True) -> tf.data.Dataset:
+                 drop_remainder: bool = True,
+                 max_predictions_per_pack: int | None = None) -> tf.data.Dataset:
   """Unpacked, masked batches -> packed batches of `batch_size` rows.
 
   Args:
@@ -157,15 +208,19 @@ def pack_dataset(batches: tf.data.Dataset, batch_size: int,
       fuller, and costs memory and the wait for the first batch.
     drop_remainder: as tf.data's batch: True gives a static batch dimension (training's
       endless stream); False keeps a finite stream's last, smaller batch (evaluation).
+    max_predictions_per_pack: N, the masked-LM slots of a row (from P, one instance's, to
+      k*P, the default, which never splits): a row holds its instances' targets first, and
+      a pack over N is split (`_split_over`). `predictions_bound` never splits records masked
+      at its rate, at a fraction of k*P's cost.
 
   Returns:
     A dataset of dicts (`schema.packed_pretraining_features`, model names), B = batch_size:
     input_word_ids, input_type_ids: int32 [B, S], 0 at padding;
     input_mask: int32 [B, S], the token's 1-based instance index in its row, 0 at padding;
     input_positions: int32 [B, S], the token's position in its instance, 0 at padding;
-    masked_lm_positions, masked_lm_ids: int32 [B, k*P]; masked_lm_weights: float32 [B, k*P]:
-      each instance's P entries in turn, positions shifted to the row, 0/0/0.0 where the
-      instance had none (weight 0) or the slot holds no instance;
+    masked_lm_positions, masked_lm_ids: int32 [B, N]; masked_lm_weights: float32 [B, N]:
+      the row's targets first, instance by instance, each instance's in its record's order,
+      positions shifted to the row; then 0/0/0.0 (an entry of weight 0 is no target);
     next_sentence_labels, next_sentence_positions (its [CLS]'s index in the row): int32
       [B, k]; next_sentence_weights: float32 [B, k], 1.0 for an instance, 0.0 an empty slot.
   """
@@ -175,16 +230,23 @@ def pack_dataset(batches: tf.data.Dataset, batch_size: int,
     raise ValueError(f"packing takes masked pretraining batches of {list(UNPACKED_INPUTS)}; "
                      f"missing {sorted(missing)}, not packable {sorted(extra)}")
   max_seq_length = batches.element_spec["input_word_ids"].shape[1]
-  if max_seq_length is None or batches.element_spec["masked_lm_ids"].shape[1] is None:
+  per_instance = batches.element_spec["masked_lm_ids"].shape[1]
+  if max_seq_length is None or per_instance is None:
     raise ValueError("packing needs the batches' sequence and prediction lengths static")
+  slots = max_predictions_per_pack or max_sequences_per_pack * per_instance
+  if not per_instance <= slots <= max_sequences_per_pack * per_instance:
+    raise ValueError(f"--max_predictions_per_pack={slots}: a packed row's masked LM slots "
+                     f"go from {per_instance} (--max_predictions_per_seq, one record's) to "
+                     f"{max_sequences_per_pack * per_instance} (x --max_sequences_per_pack)")
 
   def pack(batch: dict) -> dict:
     lengths = tf.reduce_sum(tf.cast(batch["input_mask"] > 0, tf.int32), axis=1)
+    predictions = tf.reduce_sum(tf.cast(batch["masked_lm_weights"] != 0, tf.int32), axis=1)
     packs = tf.numpy_function(
-        lambda n: pack_lengths(n, max_seq_length, max_sequences_per_pack), [lengths],
-        tf.int32, stateful=False)
+        lambda n, m: pack_lengths(n, max_seq_length, max_sequences_per_pack, m, slots),
+        [lengths, predictions], tf.int32, stateful=False)
     packs.set_shape([None, max_sequences_per_pack])
-    return gather_packs(batch, lengths, packs)
+    return gather_packs(batch, lengths, packs, slots)
 
   buffers = batches.rebatch(buffer_size, drop_remainder=False)
   packed = buffers.map(tf.autograph.experimental.do_not_convert(pack),
@@ -192,10 +254,11 @@ def pack_dataset(batches: tf.data.Dataset, batch_size: int,
   return packed.rebatch(batch_size, drop_remainder=drop_remainder).prefetch(tf.data.AUTOTUNE)
 
 
-def gather_packs(batch: dict, lengths: tf.Tensor, packs: tf.Tensor) -> dict:
+def gather_packs(batch: dict, lengths: tf.Tensor, packs: tf.Tensor,
+                 max_predictions_per_pack: int) -> dict:
   """The packed rows of `pack_dataset`'s Returns, [m, ...] for the m packs of `packs`
   (int32 [m, k], `pack_lengths`'s) over the unpacked `batch` ([n, ...], `lengths` [n] its
-  instances' token counts)."""
+  instances' token counts), max_predictions_per_pack masked-LM slots a row."""
   max_seq_length = batch["input_word_ids"].shape[1]
   k = packs.shape[1]
   real = packs >= 0                                                   # [m, k]
@@ -217,15 +280,25 @@ def gather_packs(batch: dict, lengths: tf.Tensor, packs: tf.Tensor) -> dict:
   out["input_mask"] = tf.where(token, member + 1, 0)
   out["input_positions"] = tf.where(token, within, 0)
 
-  # An entry of weight 0 is no prediction: 0/0/0.0, as an empty slot's.
+  # An entry of weight 0 is no prediction: 0/0/0.0, as an empty slot's. The row's
+  # predictions first (a stable sort keeps their order), cut to the slots.
   weights = tf.gather(batch["masked_lm_weights"], index)              # [m, k, P]
-  predicted = real[:, :, None] & (weights != 0)
+  width = k * batch["masked_lm_ids"].shape[1]
+  predicted = tf.reshape(real[:, :, None] & (weights != 0), [-1, width])
+  check = tf.debugging.assert_less_equal(
+      tf.reduce_sum(tf.cast(predicted, tf.int32), axis=1), max_predictions_per_pack,
+      message=f"a packed row holds more masked LM targets than --max_predictions_per_pack="
+              f"{max_predictions_per_pack}")
+  with tf.control_dependencies([check]):
+    order = tf.argsort(tf.cast(~predicted, tf.int32), axis=1,
+                       stable=True)[:, :max_predictions_per_pack]
+  kept = tf.gather(predicted, order, batch_dims=1)
   shifted = tf.gather(batch["masked_lm_positions"], index) + starts[:, :, None]
-  num_slots = k * batch["masked_lm_ids"].shape[1]
   for name, values in (("masked_lm_positions", shifted),
                        ("masked_lm_ids", tf.gather(batch["masked_lm_ids"], index)),
                        ("masked_lm_weights", weights)):
-    out[name] = tf.reshape(tf.where(predicted, values, tf.zeros_like(values)), [-1, num_slots])
+    values = tf.gather(tf.reshape(values, [-1, width]), order, batch_dims=1)
+    out[name] = tf.where(kept, values, tf.zeros_like(values))
   labels = tf.gather(batch["next_sentence_labels"][:, 0], index)
   out["next_sentence_labels"] = tf.where(real, labels, 0)
   out["next_sentence_positions"] = tf.where(real, starts, 0)

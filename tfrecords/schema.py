@@ -69,9 +69,10 @@ def packed_pretraining_features(max_seq_length: int, max_predictions_per_seq: in
                                         index in the row (1, 1, ..., 2, 2, ...), 0 at padding.
   input_positions:                      int64 [max_seq_length]: the token's position in its
                                         record (0 at its [CLS]), 0 at padding.
-  masked_lm_positions, masked_lm_ids:   int64 [k * P]: record i's P entries at [i*P, (i+1)*P),
-                                        positions counted in the row; 0 where none.
-  masked_lm_weights:                    float [k * P]: 1.0 real, 0.0 none.
+  masked_lm_positions, masked_lm_ids:   int64 [k * P, or fewer: pack_dataset's
+                                        max_predictions_per_pack]: the row's targets first,
+                                        record by record, positions counted in the row; then 0.
+  masked_lm_weights:                    float [as those]: 1.0 real, 0.0 none.
   next_sentence_labels:                 int64 [k]: record i's label; 0 for an empty slot.
   next_sentence_positions:              int64 [k]: record i's [CLS] in the row (its offset).
   next_sentence_weights:                float [k]: 1.0 for a record, 0.0 for an empty slot.
