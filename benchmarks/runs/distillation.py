@@ -361,7 +361,8 @@ def main(argv):
            "|---|" + "---|---|---|" * len(metrics) + "---|---|---|---|",
            "| teacher (MiniLM L6 H384) | " + " | ".join(
                f"{teacher[f'eval_{m}'] * 100:.2f} | — | —" for m in metrics) +
-           f" | — | {ms(fast, 'p50_ms', '.2f')} | 1 | {ms(fast, 'batch32_per_s', '.0f')} |"]
+           f" | — | {ms(fast, 'p50_ms', '.2f')} | {'1' if fast else '—'} | "
+           f"{ms(fast, 'batch32_per_s', '.0f')} |"]
   for student in students:
     name = student["name"]
     line = {"shape": name, "student": student, "seeds": seeds, "teacher_accuracy": acc}
