@@ -4,16 +4,17 @@ import json
 import os
 import re
 
+import numpy as np
 import pytest
 
 from bert_tf.common import output_lock
 from bert_tf.training import distribute
 from bert_tf.training import pretraining
 import entry_points
-from tiny_pretraining import (CONFIG, PREDS, SEQ, assert_same_values, checkpoint_steps,
-                              checkpoint_values, write_init_checkpoint,
+from tiny_pretraining import (CONFIG, PREDS, SEQ, VOCAB_SIZE, assert_same_values,
+                              checkpoint_steps, checkpoint_values, write_init_checkpoint,
                               write_pretraining_records)
-from tfrecords import datasets
+from tfrecords import datasets, schema, writer
 
 pytestmark = pytest.mark.slow  # Every test here trains, exports or starts processes.
 
@@ -22,12 +23,34 @@ def read_results(path) -> dict[str, float]:
                                    open(path, encoding="utf-8").read().splitlines())}
 
 
+def write_short_records(path: str, num_records: int) -> str:
+  """Records of 6 to SEQ tokens, padded to SEQ, masked by the original's count (15%, at
+  least 1): what packing packs."""
+  rng = np.random.default_rng(0)
+  pad = lambda values, width: np.pad(values, (0, width - len(values)))
+  rows = []
+  for _ in range(num_records):
+    n = int(rng.integers(6, SEQ + 1))
+    masked = min(PREDS, max(1, round(n * 0.15)))
+    rows.append(dict(
+        input_ids=pad(rng.integers(1, VOCAB_SIZE, n), SEQ), input_mask=pad(np.ones(n), SEQ),
+        segment_ids=pad(np.arange(n) >= n // 2, SEQ),
+        masked_lm_positions=pad(np.sort(rng.choice(np.arange(1, n), masked, replace=False)),
+                                PREDS),
+        masked_lm_ids=pad(rng.integers(1, VOCAB_SIZE, masked), PREDS),
+        masked_lm_weights=pad(np.ones(masked), PREDS),
+        next_sentence_labels=[rng.integers(0, 2)]))
+  writer.write_records(path, schema.pretraining_features(SEQ, PREDS), rows)
+  return path
+
+
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
   """The trained run (4 steps, evaluated) and `reruns`' runs on from it, each as a user starts
   it, all in one process of their own (Python and TensorFlow started once, not once a run)."""
   d = tmp_path_factory.mktemp("pretraining")
   records = write_pretraining_records(str(d / "data.tfrecord"), 48)
+  write_short_records(str(d / "short.tfrecord"), 96)
   config_file = str(d / "bert_config.json")
   CONFIG.to_json_file(config_file)
   common = [f"--bert_config_file={config_file}", f"--input_file={records}",
@@ -37,13 +60,16 @@ def setup(tmp_path_factory):
             "--save_checkpoints_steps=2"]
   trained = d / "trained"
   names, cases = _reruns(d, trained)
-  out, *outs = entry_points.run_cases(
+  out, packed, *outs = entry_points.run_cases(
       "bert_tf.scripts.run_pretraining",
       [common + [f"--output_dir={trained}", "--do_train", "--do_eval"],
+       common + [f"--input_file={d / 'short.tfrecord'}", "--pack_sequences",
+                 "--packing_buffer=64", f"--output_dir={d / 'packed'}", "--do_train",
+                 "--do_eval"],
        *(case if isinstance(case, entry_points.Call) else common + case for case in cases)])
   assert out.returncode == 0, out.stderr[-3000:]
   return dict(dir=d, common=common, trained=trained, log=out.stderr, stdout=out.stdout,
-              reruns=dict(zip(names, outs)))
+              reruns=dict(zip(names, outs), packed=packed))
 
 
 def test_trains_checkpoints_summarizes_and_evaluates(setup):
@@ -93,6 +119,15 @@ BAD_INPUT = [
     (["--output_dir={dir}/data.tfrecord/out"], ["{dir}/data.tfrecord is not a directory"]),
     (["--learning_rate=1e30", "--num_warmup_steps=0"],
      ["the loss is nan at global step 2;", "The last good checkpoint is none"]),
+    # Packing: fewer masked LM slots than one record holds; a run resumed packed.
+    (["--pack_sequences", "--max_predictions_per_pack=4"],
+     [f"--max_predictions_per_pack=4: a packed row's masked LM slots go from {PREDS} "
+      "(--max_predictions_per_seq, one record's) to 15"]),
+    (["--output_dir={dir}/trained", "--pack_sequences"],
+     ["--output_dir holds a run trained with other settings (max_predictions_per_pack None "
+      "-> 7; max_sequences_per_pack None -> 3; pack_sequences None -> True"]),
+    (["--pack_sequences", "--max_sequences_per_pack=1"],
+     ["--max_sequences_per_pack=1: --pack_sequences packs at least 2 records a row"]),
 ]
 
 
@@ -113,6 +148,12 @@ def _reruns(d, trained) -> tuple[list[str], list]:
              Call("tiny_pretraining.killed_copy", [str(trained), 4, str(d / "damaged_init")])]
   between += [Call("os.truncate", [str(damaged / "ckpt-4.data-00000-of-00001"), 1000])
               for damaged in (d / "damaged", d / "damaged_init")]
+  # Packed: trained (`packed`, by the same flags as `trained` and its own records) in
+  # `setup`'s first process; killed after its ckpt-2 like `killed`.
+  between.append(Call("tiny_pretraining.killed_copy", [str(d / "packed"), 2,
+                                                       str(d / "packed_killed")]))
+  short, packed = [f"--input_file={d / 'short.tfrecord'}"], ["--pack_sequences",
+                                                            "--packing_buffer=64"]
   cases = {
       "eval_only": [f"--output_dir={d / 'eval_only'}", "--do_eval",
                     f"--init_checkpoint={trained / 'ckpt-4'}"],
@@ -121,7 +162,11 @@ def _reruns(d, trained) -> tuple[list[str], list]:
       "from_damaged": [f"--output_dir={d / 'from_damaged'}", "--do_eval",
                        f"--init_checkpoint={d / 'damaged_init' / 'ckpt-4'}"],
       "nvidia": [f"--output_dir={d / 'nvidia'}", "--num_accumulation_steps=4",
-                 "--train_batch_size=32", "--do_train"]}
+                 "--train_batch_size=32", "--do_train"],
+      "packed_killed": [*short, *packed, f"--output_dir={d / 'packed_killed'}", "--do_train"],
+      # Its checkpoint unpacked, evaluated on the same records.
+      "packed_unpacked": [*short, f"--output_dir={d / 'packed_unpacked'}", "--do_eval",
+                          f"--init_checkpoint={d / 'packed' / 'ckpt-4'}"]}
   for i, (flags, _) in enumerate(BAD_INPUT):
     flags = [f.format(dir=d) for f in flags]
     do = [] if "--do_eval" in flags else ["--do_train"]
@@ -194,6 +239,37 @@ def test_nvidias_flag_is_refused_with_the_conversion(reruns):
   assert ("NVIDIA's --num_accumulation_steps takes --train_batch_size as the per-GPU "
           "micro-batch" in out.stderr)
   assert "--gradient_accumulation_steps=N" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_packed_run_trains_resumes_and_its_checkpoint_evaluates_unpacked(setup, reruns):
+  """--pack_sequences on records of 6-32 tokens: ~2 records a row, said by the progress line;
+  killed after ckpt-2 and resumed, the uninterrupted run's ckpt-4; evaluation (always
+  unpacked) the same from the packed run as from its checkpoint in an unpacked one."""
+  d = setup["dir"]
+  out = reruns["packed"]
+  assert out.returncode == 0, out.stderr[-3000:]
+  assert checkpoint_steps(d / "packed") == [2, 4]
+  line = re.search(r"step 4/4 \| [\d.,e+-]+ steps/s, 0 s left \| loss .*", out.stderr)[0]
+  rates = dict(re.findall(r"(\w+)_per_second ([\d.e+-]+)", line))
+  assert set(rates) == {"examples", "sequences", "tokens"}, line
+  # Rows of 32 holding 6-32 tokens a record: 1.7-1.8 records a row (measured).
+  assert 1.5 < float(rates["sequences"]) / float(rates["examples"]) <= 3, line
+  settings = json.loads((d / "packed" / "run_settings.json").read_text())
+  assert (settings["pack_sequences"], settings["max_sequences_per_pack"],
+          settings["max_predictions_per_pack"], settings["packing_buffer"]) == (True, 3, 7, 64)
+
+  out = reruns["packed_killed"]
+  assert out.returncode == 0, out.stderr[-3000:]
+  assert "resuming at global step 2" in out.stderr
+  assert_same_values(checkpoint_values(str(d / "packed_killed" / "ckpt-4")),
+                     checkpoint_values(str(d / "packed" / "ckpt-4")))
+
+  out = reruns["packed_unpacked"]
+  assert out.returncode == 0, out.stderr[-3000:]
+  packed = read_results(d / "packed" / "eval_results.txt")
+  unpacked = read_results(d / "packed_unpacked" / "eval_results.txt")
+  for key in ("loss", "masked_lm_accuracy", "masked_lm_loss", "next_sentence_loss"):
+    assert unpacked[key] == pytest.approx(packed[key], rel=1e-5), key
 
 
 def _pretrain(tmp_path, input_file: str, **overrides) -> dict:

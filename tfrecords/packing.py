@@ -188,6 +188,19 @@ def predictions_bound(max_seq_length: int, max_predictions_per_seq: int,
   return min(k * p, max(p, int(max_seq_length * masked_lm_prob + 1e-9) + k))
 
 
+def prediction_slots(max_predictions_per_seq: int, max_sequences_per_pack: int,
+                     max_predictions_per_pack: int | None) -> int:
+  """A packed row's masked-LM slots (`pack_dataset`'s max_predictions_per_pack): k P when
+  None; ValueError outside [P, k P] (below P, one record would not fit a row)."""
+  most = max_sequences_per_pack * max_predictions_per_seq
+  slots = max_predictions_per_pack or most
+  if not max_predictions_per_seq <= slots <= most:
+    raise ValueError(f"--max_predictions_per_pack={slots}: a packed row's masked LM slots "
+                     f"go from {max_predictions_per_seq} (--max_predictions_per_seq, one "
+                     f"record's) to {most} (x --max_sequences_per_pack)")
+  return slots
+
+
 def pack_dataset(batches: tf.data.Dataset, batch_size: int,
                  max_sequences_per_pack: int = DEFAULT_SEQUENCES_PER_PACK,
                  buffer_size: int = DEFAULT_BUFFER_SIZE,
@@ -233,11 +246,7 @@ def pack_dataset(batches: tf.data.Dataset, batch_size: int,
   per_instance = batches.element_spec["masked_lm_ids"].shape[1]
   if max_seq_length is None or per_instance is None:
     raise ValueError("packing needs the batches' sequence and prediction lengths static")
-  slots = max_predictions_per_pack or max_sequences_per_pack * per_instance
-  if not per_instance <= slots <= max_sequences_per_pack * per_instance:
-    raise ValueError(f"--max_predictions_per_pack={slots}: a packed row's masked LM slots "
-                     f"go from {per_instance} (--max_predictions_per_seq, one record's) to "
-                     f"{max_sequences_per_pack * per_instance} (x --max_sequences_per_pack)")
+  slots = prediction_slots(per_instance, max_sequences_per_pack, max_predictions_per_pack)
 
   def pack(batch: dict) -> dict:
     lengths = tf.reduce_sum(tf.cast(batch["input_mask"] > 0, tf.int32), axis=1)

@@ -4,7 +4,8 @@ The original's flags, same names and meanings, plus: --distribution_strategy,
 --mixed_precision, --jit_compile, --optimizer, --objective, --nsp, --seed, and
 --dynamic_masking (with --vocab_file and create_pretraining_data's masking flags) for records
 made with create_pretraining_data --dynamic_masking, --stop_at_step and --continue_from (the
-paper's two phases on one schedule). For example:
+paper's two phases on one schedule), and --pack_sequences (several records a row, the same
+records and model: no compute on padding). For example:
 
   run_pretraining --bert_config_file=bert_config.json --input_file='data/*.tfrecord' \
       --output_dir=/tmp/pretraining --do_train --do_eval --num_train_steps=20 \
@@ -27,6 +28,7 @@ from bert_tf.modeling import pretrainer
 from bert_tf.scripts import cli
 from bert_tf.training import optimization
 from bert_tf.training import pretraining
+from tfrecords import packing
 
 FLAGS = flags.FLAGS
 
@@ -68,6 +70,29 @@ flags.DEFINE_float("mask_token_prob", 0.8, "With --dynamic_masking: of the chose
                    "share shown as [MASK] (the paper's Table 8).")
 flags.DEFINE_float("random_token_prob", 0.1, "With --dynamic_masking: of the chosen tokens, "
                    "the share shown as a random token; the rest stay themselves.")
+flags.DEFINE_bool("pack_sequences", False,
+                  "Train on rows that each hold up to --max_sequences_per_pack records, packed "
+                  "from the records as they are (no regeneration): no compute on the padding "
+                  "this removes, the same model (each record attends to itself, positions "
+                  "and next-sentence prediction its own; the checkpoints are any run's). "
+                  "--train_batch_size then counts rows (the static shape, memory and update) "
+                  "and --num_train_steps updates: a step holds ~k records a row, k the progress "
+                  "lines' sequences_per_second / examples_per_second; for the paper's batch "
+                  "of records give train_batch_size / k (Graphcore's convention; not "
+                  "MLPerf's, where a step holds a fixed count of records: under static shapes "
+                  "a row's records vary). --do_eval evaluates unpacked.")
+flags.DEFINE_integer("max_sequences_per_pack", packing.DEFAULT_SEQUENCES_PER_PACK,
+                     "With --pack_sequences: the most records a row holds (at least 2).")
+flags.DEFINE_integer("max_predictions_per_pack", None,
+                     "With --pack_sequences: the masked LM slots of a row, each a projection "
+                     "onto the vocabulary (from --max_predictions_per_seq to it x "
+                     "--max_sequences_per_pack). Default: the most the original's masking rule "
+                     "at --masked_lm_prob puts in a row, floor(max_seq_length x "
+                     "masked_lm_prob) + max_sequences_per_pack (22 at 128 and 0.15); a pack "
+                     "holding more is split.")
+flags.DEFINE_integer("packing_buffer", packing.DEFAULT_BUFFER_SIZE,
+                     "With --pack_sequences: records packed together (more pack fuller).",
+                     lower_bound=1)
 cli.define_model_flags(max_seq_length=128, fine_tuning=False)
 cli.define_training_flags(fine_tuning=False)
 cli.define_accelerator_flags()

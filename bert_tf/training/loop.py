@@ -28,7 +28,8 @@ The settings that define a run (`check_run_settings`) are kept beside its checkp
 run_settings.json: a re-run with other settings is refused instead of resuming (or, if
 finished, silently re-evaluating) a model that the new flags did not make.
 
-Summaries (loss, the loss function's metrics, learning rate, examples/s) go to TensorBoard in
+Summaries (loss, the loss function's metrics, learning rate, examples/s and the caller's
+`throughput` rates: pretraining's sequences/s and real tokens/s) go to TensorBoard in
 output_dir and as a progress line to the log. A non-finite loss stops training with an error,
 leaving the last good checkpoint the latest.
 """
@@ -147,25 +148,35 @@ def set_mixed_precision(name: str) -> None:
 
 
 class _Metrics:
-  """Means of the loss and the loss function's metrics over steps and replicas, and a count
-  of examples. Sync-on-read variables: updated per replica, read as the global mean."""
+  """Means of the loss and the loss function's metrics over steps and replicas, and sums of
+  the examples and of the `throughput` counts. Sync-on-read variables: updated per replica,
+  read as the global mean (sum)."""
 
-  def __init__(self, names: list[str]):
+  def __init__(self, names: list[str],
+               throughput: dict[str, Callable[[dict], tf.Tensor]] | None = None):
     self.means = {name: tf_keras.metrics.Mean(name) for name in ["loss"] + names}
-    self.examples = tf_keras.metrics.Sum("examples")
+    self.throughput = throughput or {}
+    self.sums = {name: tf_keras.metrics.Sum(name) for name in ["examples", *self.throughput]}
 
   def update(self, features: dict, loss: tf.Tensor, metrics: dict) -> None:
     self.means["loss"].update_state(loss)
     for name, value in metrics.items():
       if name != "loss":
         self.means[name].update_state(value)
-    self.examples.update_state(batch_size(features))
+    self.sums["examples"].update_state(batch_size(features))
+    parts = features if isinstance(features, tuple) else (features,)
+    for name, fn in self.throughput.items():
+      self.sums[name].update_state(tf.add_n([tf.cast(fn(part), tf.float32) for part in parts]))
 
   def result(self) -> dict[str, float]:
     return {name: float(m.result()) for name, m in self.means.items()}
 
+  def rates(self, seconds: float) -> dict[str, float]:
+    """{<name>_per_second} of the examples and the throughput counts."""
+    return {f"{name}_per_second": float(m.result()) / seconds for name, m in self.sums.items()}
+
   def reset(self) -> None:
-    for m in list(self.means.values()) + [self.examples]:
+    for m in list(self.means.values()) + list(self.sums.values()):
       m.reset_state()
 
 
@@ -383,7 +394,8 @@ class _TrainStep:
 
   def __init__(self, strategy: tf.distribute.Strategy, model, optimizer, loss_fn: LossFn,
                count_fn: CountFn, dataset_fn: DatasetFn, jit_compile: bool,
-               micro_batches: int):
+               micro_batches: int,
+               throughput: dict[str, Callable[[dict], tf.Tensor]] | None = None):
     self.model, self.optimizer = model, optimizer
     self.loss_fn, self.count_fn, self.micro_batches = loss_fn, count_fn, micro_batches
     self.num_replicas = strategy.num_replicas_in_sync
@@ -398,7 +410,8 @@ class _TrainStep:
                       synchronization=tf.VariableSynchronization.ON_READ,
                       aggregation=tf.VariableAggregation.SUM)
           for v in model.trainable_variables]
-      self.metrics = _Metrics(_metric_names(strategy, self.gradients, dataset_fn, count_fn))
+      self.metrics = _Metrics(_metric_names(strategy, self.gradients, dataset_fn, count_fn),
+                              throughput)
 
   def _gradients(self, features, counts):
     loss, step_metrics, grads = accumulated_gradients(
@@ -553,7 +566,9 @@ def train(strategy: tf.distribute.Strategy,
           micro_batches: int = 1,
           continue_from: str | None = None,
           input_start_step: int = 0,
-          progress_seconds: float | None = progress.INTERVAL) -> dict[str, float]:
+          progress_seconds: float | None = progress.INTERVAL,
+          throughput: dict[str, Callable[[dict], tf.Tensor]] | None = None
+          ) -> dict[str, float]:
   """Trains until the global step reaches num_train_steps (resuming from output_dir).
 
   Args:
@@ -590,10 +605,13 @@ def train(strategy: tf.distribute.Strategy,
       only be late when one call outlasts it: the first call's tracing, a single step longer
       than the interval, or steps more than twice as slow within a call. None: one call per
       loop, a line per loop.
+    throughput: {name: features -> a count} (pretraining's sequences and real tokens: an
+      example is a row, and a packed row holds several sequences), each summed over a loop
+      and reported as <name>_per_second beside examples_per_second.
 
   Returns:
-    The last loop's mean loss and metrics, learning_rate, examples_per_second (the first
-    loop's includes tracing and compiling), and `global_step`.
+    The last loop's mean loss and metrics, learning_rate, examples_per_second and the
+    throughput's rates (the first loop's include tracing and compiling), and `global_step`.
 
   Raises:
     FloatingPointError: the loss or the weights became NaN or infinite; nothing was saved
@@ -616,7 +634,7 @@ def train(strategy: tf.distribute.Strategy,
     logging.info("resuming at global step %d; skipping the input consumed so far", step)
 
   step_fn = _TrainStep(strategy, model, optimizer, loss_fn, count_fn, dataset_fn, jit_compile,
-                       micro_batches)
+                       micro_batches, throughput)
   metrics = step_fn.metrics
   iterator = iter(distribute.distribute_datasets_from_function(
       strategy, _skip_consumed(dataset_fn, step - input_start_step)))
@@ -645,9 +663,8 @@ def train(strategy: tf.distribute.Strategy,
           pace.seconds_left() < max(progress_seconds / 10, seconds_per_step)):
         # Due, or too close to due for another call to be worth making: the line now.
         _log_progress(step, num_train_steps, pace.rate(step, "steps"))
-    examples_per_second = float(metrics.examples.result()) / (time.time() - start)
     results = dict(metrics.result(), learning_rate=_learning_rate(optimizer),
-                   examples_per_second=examples_per_second)
+                   **metrics.rates(time.time() - start))
     metrics.reset()
     _log_progress(step, num_train_steps, pace.rate(step, "steps"), results)
     _write_summaries(writer, step, results)

@@ -26,6 +26,18 @@ output_dir from phase 1's, either way:
                   step 0, warming up again (NVIDIA's two LAMB phases).
 Nothing is resized: the position table holds max_position_embeddings rows in both phases,
 and the rows past phase 1's length first train in phase 2.
+
+pack_sequences: training packs up to max_sequences_per_pack records (3) into each row of
+max_seq_length, from the records as they are (`tfrecords.packing`, last in the input
+pipeline), and trains the packed pretrainer: the unpacked model's math and variables, no
+compute on the padding that packing removes. train_batch_size counts rows (packs): the static
+shape, the memory and the update; num_train_steps counts updates. A row then holds k records
+on average (sequences_per_second / examples_per_second in the progress lines, beside
+tokens_per_second, the real tokens), and for the paper's batch of records, give
+train_batch_size / k (Graphcore's convention). Not MLPerf's (a batch of so many records,
+packs of them counted as their records): under the static shapes XLA and TPUs need, a batch
+of rows holds a varying number of records, so a step could not be a fixed count of them.
+Evaluation runs unpacked (see `_Pretraining.evaluate`); the checkpoints are any run's.
 """
 import dataclasses
 import functools
@@ -47,6 +59,7 @@ from bert_tf.training import loop
 from bert_tf.training import optimization
 from bert_tf.training.dynamic_masking import DynamicMasker
 from tfrecords import datasets
+from tfrecords import packing
 from tfrecords import schema
 from tfrecords.masked_lm import MaskingRules
 
@@ -90,10 +103,23 @@ class PretrainArgs:
   do_whole_word_mask: bool = False
   mask_token_prob: float = 0.8
   random_token_prob: float = 0.1
+  # Packing (module docstring): training's rows each hold up to max_sequences_per_pack records.
+  pack_sequences: bool = False
+  max_sequences_per_pack: int = packing.DEFAULT_SEQUENCES_PER_PACK
+  max_predictions_per_pack: int | None = None  # None: `packing.predictions_bound`'s.
+  packing_buffer: int = packing.DEFAULT_BUFFER_SIZE
 
   def masking_rules(self) -> MaskingRules:
     return MaskingRules(self.max_predictions_per_seq, self.masked_lm_prob,
                         self.do_whole_word_mask, self.mask_token_prob, self.random_token_prob)
+
+  def predictions_per_pack(self) -> int:
+    """A packed row's masked-LM slots: the flag's, else the most that records masked at
+    masked_lm_prob by the original's rule can put in a row (more would split a pack)."""
+    bound = packing.predictions_bound(self.max_seq_length, self.max_predictions_per_seq,
+                                      self.max_sequences_per_pack, self.masked_lm_prob)
+    return packing.prediction_slots(self.max_predictions_per_seq, self.max_sequences_per_pack,
+                                    self.max_predictions_per_pack or bound)
 
   def record_layout(self) -> list[schema.Feature]:
     if self.dynamic_masking:
@@ -168,20 +194,38 @@ class _Pretraining:
 
   def dataset(self, batch_size: int, is_training: bool,
               ctx: tf.distribute.InputContext) -> tf.data.Dataset:
-    """Model-ready batches (`datasets.pretraining_dataset`'s), masked here when dynamic.
-    Evaluation keeps whole batches only, as the original: one static shape for XLA and TPUs."""
+    """Model-ready batches (`datasets.pretraining_dataset`'s), masked here when dynamic, and
+    in training packed last when packing. Evaluation keeps whole batches only, as the
+    original: one static shape for XLA and TPUs."""
     args = self.args
     ds = datasets.record_dataset(self.files, args.record_layout(), batch_size, is_training,
                                  input_context=ctx, seed=args.seed if is_training else None,
                                  drop_remainder=True)
-    return self.masker.apply(ds) if self.masker else ds
+    ds = self.masker.apply(ds) if self.masker else ds
+    if not (is_training and args.pack_sequences):
+      return ds
+    # A replica's batch of rows, as record_dataset's of records: each pipeline feeds its
+    # replicas one batch each a step (what `loop._skip_consumed` counts on resuming); the
+    # packs are a function of the pipeline's own records, so a resumed run sees the same.
+    return packing.pack_dataset(ds, ctx.get_per_replica_batch_size(batch_size),
+                                args.max_sequences_per_pack, args.packing_buffer,
+                                max_predictions_per_pack=args.predictions_per_pack())
 
-  def model_fn(self):
+  def model_fn(self, packed: bool = True):
+    """The pretrainer; packed (when packing) for training only: see `evaluate`."""
     args = self.args
+    k = args.max_sequences_per_pack if args.pack_sequences and packed else 0
     with encoder.recomputed_blocks(args.recompute_layers):  # Acts in training only.
       return pretrainer.build_pretrainer(self.config, args.max_seq_length,
                                          args.max_predictions_per_seq, objective=args.objective,
-                                         nsp=args.nsp)
+                                         nsp=args.nsp, max_sequences_per_pack=k)
+
+  def throughput(self) -> dict:
+    """What a step held besides its rows (`loop.train`'s throughput): the sequences (a
+    packed row's real ones) and the real tokens."""
+    return {"sequences": lambda features: self.count_fn(features)["records"],
+            "tokens": lambda features: tf.reduce_sum(
+                tf.cast(features["input_mask"] > 0, tf.float32))}
 
   def init_fn(self):
     if not self.args.init_checkpoint:
@@ -208,12 +252,17 @@ class _Pretraining:
                save_checkpoints_steps=args.save_checkpoints_steps, init_fn=self.init_fn(),
                jit_compile=args.jit_compile, count_fn=self.count_fn,
                micro_batches=args.gradient_accumulation_steps, continue_from=continue_from,
-               input_start_step=input_start_step)
+               input_start_step=input_start_step, throughput=self.throughput())
 
   def evaluate(self) -> dict:
+    """Always unpacked (the same variables): loop.evaluate reports the mean of its batches'
+    means and reads max_eval_steps batches, so packed batches (other records per batch,
+    other targets per batch, other records cut off) would report other numbers for the same
+    records and model; unpacked, a packed run's eval reads as any other's."""
     args = self.args
     dataset_fn = functools.partial(self.dataset, args.eval_batch_size, False)
-    results = loop.evaluate(self.strategy, self.model_fn, self.loss_fn, dataset_fn,
+    model_fn = functools.partial(self.model_fn, packed=False)
+    results = loop.evaluate(self.strategy, model_fn, self.loss_fn, dataset_fn,
                             args.output_dir, max_steps=args.max_eval_steps,
                             init_fn=self.init_fn())
     if distribute.is_chief(self.strategy):
@@ -232,12 +281,37 @@ def _run_settings(args: PretrainArgs, config: BertConfig, files: list[str],
   continuation = {} if continued is None else {
       "continue_from": args.continue_from, "continue_checkpoint": continued[0],
       "input_start_step": continued[1]}
-  return {"bert_config": config.to_dict(), "input_files": files, **continuation,
+  # Packing's keys only when packing, alike: it changes every batch of the run.
+  packed = {} if not args.pack_sequences else {
+      "pack_sequences": True, "max_sequences_per_pack": args.max_sequences_per_pack,
+      "max_predictions_per_pack": args.predictions_per_pack(),
+      "packing_buffer": args.packing_buffer}
+  return {"bert_config": config.to_dict(), "input_files": files, **continuation, **packed,
           **{name: getattr(args, name) for name in (
               "init_checkpoint", "max_seq_length", "max_predictions_per_seq",
               "train_batch_size", "learning_rate", "num_train_steps", "num_warmup_steps",
               "optimizer", "objective", "nsp", "seed", "mixed_precision", "dynamic_masking",
               "masked_lm_prob", "do_whole_word_mask", "mask_token_prob", "random_token_prob")}}
+
+
+def _check_packing(args: PretrainArgs) -> None:
+  if not args.pack_sequences:
+    return
+  if args.max_sequences_per_pack < 2:
+    raise ValueError(f"--max_sequences_per_pack={args.max_sequences_per_pack}: "
+                     "--pack_sequences packs at least 2 records a row")
+  if args.objective != "mlm":
+    raise ValueError(f"--pack_sequences trains --objective=mlm only (not "
+                     f"{args.objective}): a left-to-right LM reads every position of its row")
+  if args.packing_buffer < 1:
+    raise ValueError(f"--packing_buffer={args.packing_buffer}: must be at least 1")
+  slots = args.predictions_per_pack()
+  if args.do_train:
+    logging.info("packing up to %d records a row of %d tokens (%d masked LM slots, packs "
+                 "made over %d records): --train_batch_size=%d counts rows; the progress "
+                 "lines' sequences_per_second / examples_per_second is the records a row",
+                 args.max_sequences_per_pack, args.max_seq_length, slots, args.packing_buffer,
+                 args.train_batch_size)
 
 
 # The flags that define the one schedule a continued run goes on with: num_train_steps, its
@@ -366,6 +440,7 @@ def pretrain(args: PretrainArgs, strategy: tf.distribute.Strategy) -> dict:
     loop.micro_batch_size(args.train_batch_size, strategy.num_replicas_in_sync,
                           args.gradient_accumulation_steps)
   _check_continue_flags(args)
+  _check_packing(args)
   config = checkpoints.config_from_file(args.bert_config_file)
   files = list_files(args.input_file)
   # After the strategy: multi-worker setup must come first. Keras's seed too: it seeds the
