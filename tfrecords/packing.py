@@ -10,7 +10,9 @@ the graph). Packing comes last in the pipeline, after batching and dynamic maski
 packed stream is a pure function of the stream of unpacked instances (no state, no seed): the
 same input order gives the same packs, so a resumed run that skips the batches it consumed
 sees the packs it would have seen, and each pipeline of a distributed input packs its own
-shard alone.
+shard alone. A row's masked-LM targets come first in its slots, which can be far fewer than
+k times one record's (`predictions_bound`: each slot costs a projection onto the vocabulary);
+a pack that would hold more targets than its slots is split, so none is ever lost.
 
 The packer ("fill the longest"): a buffer's lengths as a histogram; the longest instance left
 opens a pack, whose room is then filled by the pair of instances left that fills it most (two
