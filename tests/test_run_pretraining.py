@@ -242,7 +242,7 @@ def test_nvidias_flag_is_refused_with_the_conversion(reruns):
 
 
 def test_packed_run_trains_resumes_and_its_checkpoint_evaluates_unpacked(setup, reruns):
-  """--pack_sequences on records of 6-32 tokens: ~2 records a row, said by the progress line;
+  """--pack_sequences on records of 6-32 tokens: ~1.5 records a row, said by the progress line;
   killed after ckpt-2 and resumed, the uninterrupted run's ckpt-4; evaluation (always
   unpacked) the same from the packed run as from its checkpoint in an unpacked one."""
   d = setup["dir"]
@@ -252,8 +252,8 @@ def test_packed_run_trains_resumes_and_its_checkpoint_evaluates_unpacked(setup, 
   line = re.search(r"step 4/4 \| [\d.,e+-]+ steps/s, 0 s left \| loss .*", out.stderr)[0]
   rates = dict(re.findall(r"(\w+)_per_second ([\d.e+-]+)", line))
   assert set(rates) == {"examples", "sequences", "tokens"}, line
-  # Rows of 32 holding 6-32 tokens a record: 1.7-1.8 records a row (measured).
-  assert 1.5 < float(rates["sequences"]) / float(rates["examples"]) <= 3, line
+  # Rows of 32, records of 19 tokens on average: at most 1.68 a row (1.4-1.6 a batch here).
+  assert 1.2 < float(rates["sequences"]) / float(rates["examples"]) <= 3, line
   settings = json.loads((d / "packed" / "run_settings.json").read_text())
   assert (settings["pack_sequences"], settings["max_sequences_per_pack"],
           settings["max_predictions_per_pack"], settings["packing_buffer"]) == (True, 3, 7, 64)
