@@ -264,11 +264,11 @@ def latency(exports: dict[str, str], requests: list[dict]) -> dict[str, dict]:
   names, times = list(workers), {name: [] for name in workers}
   for r in range(FLAGS.rounds):
     seconds = {name: ([], []) for name in names}
-    for which, (requests, block) in enumerate(((singles, FLAGS.block), (batches, 4))):
-      for b, i in enumerate(range(0, len(requests), block)):
+    for which, (calls, block) in enumerate(((singles, FLAGS.block), (batches, 4))):
+      for b, i in enumerate(range(0, len(calls), block)):
         k = (b + r) % len(names)
         for name in names[k:] + names[:k]:
-          seconds[name][which].extend(workers[name].run(requests[i:i + block])["seconds"])
+          seconds[name][which].extend(workers[name].run(calls[i:i + block])["seconds"])
     for name in names:
       times[name].append(seconds[name])
   for worker in workers.values():
