@@ -217,45 +217,54 @@ class TaskContract:
   @pytest.mark.slow
   def test_a_distilled_student_moves_to_its_teachers_outputs(self, case, tmp_path, vocab_file,
                                                             tiny_bert_config):
-    strategy = distribute.get_strategy("one_device")
-    data = case.make_data(str(tmp_path / "data"))
-    task = finetuning.build(case.kind, case.settings, **data)
-    reads_transfer = type(task).transfer_examples is not FineTuningTask.transfer_examples
-    transfer = task.split_file(task.splits("predict")[0]) if reads_transfer else None
-    student_config = dataclasses.replace(tiny_bert_config, num_hidden_layers=1)
-    student_file = str(tmp_path / "student_config.json")
-    student_config.to_json_file(student_file)
-    common = dict(vocab_file=vocab_file, do_train=True, train_batch_size=8,
-                  iterations_per_loop=1000)
-    args = runner.RunArgs(output_dir=str(tmp_path / "student"), bert_config_file=student_file,
-                          teacher_checkpoint=str(tmp_path / "teacher"), num_train_epochs=12,
-                          learning_rates=(1e-2,), seed=7, transfer_file=transfer, **common)
-    if type(task).soft_targets is FineTuningTask.soft_targets:  # It does not say: refused.
-      with pytest.raises(ValueError, match="cannot be distilled"):
-        runner.Runner(task, args, strategy)
-      return
-    config_file = str(tmp_path / "teacher_config.json")
-    tiny_bert_config.to_json_file(config_file)
-    # A teacher whose outputs differ from a fresh model's near-uniform ones: a high rate.
-    runner.run(finetuning.build(case.kind, case.settings, **data), runner.RunArgs(
-        output_dir=args.teacher_checkpoint, bert_config_file=config_file, num_train_epochs=8,
-        learning_rates=(1e-2,), **common), strategy)
-    student = runner.Runner(task, args, strategy)
-    student.run()
-    # The records the student read (the teacher's outputs in them), and its soft loss on them
-    # before training (the same seed's fresh student) and after.
-    [records] = student.write_records("train", 1)
-    train = len(task.convert_examples(task.read_examples(task.splits("train")[0]),
-                                      student.tokenizer, True))
-    assert records.num_features == train + (len(task.convert_examples(
-        task.transfer_examples(transfer), student.tokenizer, False)) if transfer else 0)
-    [batch] = _batches(records.path, records.layout, records.num_features)
-    tf.keras.utils.set_random_seed(args.seed)
-    fresh = task.build_model(student_config)
-    trained = runner.load_trained(args.output_dir)[1]
-    for name in task.soft_targets(batch, fresh(batch, training=False)):
-      before, after = (float(distillation.soft_loss(
-          task.soft_targets(batch, model(batch, training=False))[name],
-          batch[distillation.PREFIX + name], 1.0, task.loss_counts(batch)))
-          for model in (fresh, trained))
-      assert after < 0.3 * before, (name, before, after)
+    assert_a_student_moves_to_its_teacher(case, tmp_path, vocab_file, tiny_bert_config)
+
+
+def assert_a_student_moves_to_its_teacher(case: Case, tmp_path, vocab_file: str,
+                                          tiny_bert_config) -> None:
+  """The contract's distillation clause (also for tasks outside the contract's cases: a
+  regression's score, test_distillation.py): a toy teacher trained hard, then a one-layer
+  student distilled from it (on the prediction file too where the task reads transfer data):
+  the student's soft loss on its records falls below 0.3 of a fresh student's."""
+  strategy = distribute.get_strategy("one_device")
+  data = case.make_data(str(tmp_path / "data"))
+  task = finetuning.build(case.kind, case.settings, **data)
+  reads_transfer = type(task).transfer_examples is not FineTuningTask.transfer_examples
+  transfer = task.split_file(task.splits("predict")[0]) if reads_transfer else None
+  student_config = dataclasses.replace(tiny_bert_config, num_hidden_layers=1)
+  student_file = str(tmp_path / "student_config.json")
+  student_config.to_json_file(student_file)
+  common = dict(vocab_file=vocab_file, do_train=True, train_batch_size=8,
+                iterations_per_loop=1000)
+  args = runner.RunArgs(output_dir=str(tmp_path / "student"), bert_config_file=student_file,
+                        teacher_checkpoint=str(tmp_path / "teacher"), num_train_epochs=12,
+                        learning_rates=(1e-2,), seed=7, transfer_file=transfer, **common)
+  if type(task).soft_targets is FineTuningTask.soft_targets:  # It does not say: refused.
+    with pytest.raises(ValueError, match="cannot be distilled"):
+      runner.Runner(task, args, strategy)
+    return
+  config_file = str(tmp_path / "teacher_config.json")
+  tiny_bert_config.to_json_file(config_file)
+  # A teacher whose outputs differ from a fresh model's near-uniform ones: a high rate.
+  runner.run(finetuning.build(case.kind, case.settings, **data), runner.RunArgs(
+      output_dir=args.teacher_checkpoint, bert_config_file=config_file, num_train_epochs=8,
+      learning_rates=(1e-2,), **common), strategy)
+  student = runner.Runner(task, args, strategy)
+  student.run()
+  # The records the student read (the teacher's outputs in them), and its soft loss on them
+  # before training (the same seed's fresh student) and after.
+  [records] = student.write_records("train", 1)
+  train = len(task.convert_examples(task.read_examples(task.splits("train")[0]),
+                                    student.tokenizer, True))
+  assert records.num_features == train + (len(task.convert_examples(
+      task.transfer_examples(transfer), student.tokenizer, False)) if transfer else 0)
+  [batch] = _batches(records.path, records.layout, records.num_features)
+  tf.keras.utils.set_random_seed(args.seed)
+  fresh = task.build_model(student_config)
+  trained = runner.load_trained(args.output_dir)[1]
+  for name in task.soft_targets(batch, fresh(batch, training=False)):
+    before, after = (float(distillation.soft_loss(
+        task.soft_targets(batch, model(batch, training=False))[name],
+        batch[distillation.PREFIX + name], 1.0, task.loss_counts(batch)))
+        for model in (fresh, trained))
+    assert after < 0.3 * before, (name, before, after)

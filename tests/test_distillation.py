@@ -3,7 +3,7 @@ initialised from chosen teacher layers, and run_classifier's flags end to end: a
 a toy teacher trains, evaluates and exports as any run, and each mistake is one line.
 
 That every task's student moves to its teacher's outputs is a clause of the task contract
-(task_contract.py), held by every built-in task."""
+(task_contract.py), held by every built-in task; here also by regression (STS-B's score)."""
 import json
 import os
 import re
@@ -13,6 +13,7 @@ import pytest
 import tensorflow as tf
 
 import entry_points
+from task_contract import Case, assert_a_student_moves_to_its_teacher
 from bert_tf import finetuning
 from bert_tf.finetuning import distillation
 from bert_tf.modeling.configs import BertConfig
@@ -162,3 +163,17 @@ def test_run_classifier_distils_exports_and_refuses_in_one_line(tmp_path):
     assert lines[-1].startswith("run_classifier: error: "), lines[-1]
     assert re.search(pattern, lines[-1]), (pattern, lines[-1])
   assert not os.path.exists(tmp_path / "refused")
+
+
+def _stsb(folder: str) -> dict:
+  make_stsb(folder)
+  return {"data_dir": folder}
+
+
+@pytest.mark.slow
+def test_a_regression_student_moves_to_its_teachers_score(tmp_path, vocab_file,
+                                                          tiny_bert_config):
+  """The contract's clause for a `score` soft target: STS-B's, with test.tsv as transfer."""
+  assert_a_student_moves_to_its_teacher(
+      Case("classification", {"task_name": "STS-B", "max_seq_length": 32}, _stsb), tmp_path,
+      vocab_file, tiny_bert_config)
