@@ -47,13 +47,13 @@ def make_sst2(data_dir, num_train=256, num_dev=64, num_test=10, seed=0):
          ["index\tsentence"] + [f"{i}\t{_sentence(rng, i % 2)}" for i in range(num_test)])
 
 
-def make_stsb(data_dir, seed=0):
+def make_stsb(data_dir, seed=0, num_train=256, num_dev=48):
   """The toy rule as STS-B's regression: score 4.5 for "good", 0.5 for "bad"."""
   rng = random.Random(seed)
   os.makedirs(data_dir, exist_ok=True)
   header = "\t".join(["index", "genre", "filename", "year", "old_index", "source1", "source2",
                       "sentence1", "sentence2", "score"])
-  for split, n in (("train", 256), ("dev", 48)):
+  for split, n in (("train", num_train), ("dev", num_dev)):
     rows = []
     for i in range(n):
       y = rng.randint(0, 1)
