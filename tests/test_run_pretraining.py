@@ -1,20 +1,29 @@
 """run_pretraining end to end, as a user runs it: outputs, --init_checkpoint, and bad input;
-pretrain() in this process: damaged or foreign record files named, a busy output_dir refused."""
+a packed run's checkpoint fine-tuned and exported; pretrain() in this process: damaged or
+foreign record files named, a busy output_dir refused."""
 import json
+import logging
 import os
 import re
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
+from bert_tf import finetuning
 from bert_tf.common import output_lock
+from bert_tf.finetuning import runner
+from bert_tf.modeling import checkpoints
+from bert_tf.modeling import pretrainer
 from bert_tf.training import distribute
 from bert_tf.training import pretraining
+from export import tf_serving
 import entry_points
 from tiny_pretraining import (CONFIG, PREDS, SEQ, VOCAB_SIZE, assert_same_values,
                               checkpoint_steps, checkpoint_values, write_init_checkpoint,
                               write_pretraining_records)
 from tfrecords import datasets, schema, writer
+from toys import FILLER, make_sst2
 
 pytestmark = pytest.mark.slow  # Every test here trains, exports or starts processes.
 
@@ -270,6 +279,50 @@ def test_packed_run_trains_resumes_and_its_checkpoint_evaluates_unpacked(setup, 
   unpacked = read_results(d / "packed_unpacked" / "eval_results.txt")
   for key in ("loss", "masked_lm_accuracy", "masked_lm_loss", "next_sentence_loss"):
     assert unpacked[key] == pytest.approx(packed[key], rel=1e-5), key
+
+
+def test_a_packed_runs_checkpoint_fine_tunes_and_exports_as_any_other(setup, reruns, tmp_path,
+                                                                       caplog):
+  """The packed run's ckpt-4 as a fine-tuning run's --init_checkpoint, its bert_config.json
+  found beside it: the classifier starts from its encoder, every weight, and the toy SST-2
+  trains, evaluates, predicts and exports a SavedModel that answers as the run predicted."""
+  assert reruns["packed"].returncode == 0, reruns["packed"].stderr[-3000:]
+  packed = str(setup["dir"] / "packed" / "ckpt-4")
+  caplog.set_level(logging.INFO, logger="absl")  # Whatever verbosity an earlier test left.
+  # CONFIG's 100 ids as a vocabulary: the special tokens, the toy's words, unused pieces.
+  words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", *FILLER]
+  words += [f"[unused{i}]" for i in range(VOCAB_SIZE - len(words))]
+  (tmp_path / "vocab.txt").write_text("".join(f"{w}\n" for w in words))
+  make_sst2(tmp_path / "data", num_train=64, num_dev=16, num_test=4)
+  task = finetuning.build("classification", {"task_name": "SST-2", "max_seq_length": SEQ},
+                          data_dir=str(tmp_path / "data"))
+  run = runner.Runner(task, runner.RunArgs(
+      output_dir=str(tmp_path / "out"), init_checkpoint=packed,
+      vocab_file=str(tmp_path / "vocab.txt"), do_train=True, do_eval=True, do_predict=True,
+      train_batch_size=16, eval_batch_size=16, predict_batch_size=4, learning_rates=(3e-3,),
+      num_train_epochs=2, export_dir=str(tmp_path / "serving")),
+      distribute.get_strategy("one_device"), exporter=tf_serving.export)
+  # What training starts from (`Runner.init_fn`, before output_dir has a checkpoint): the
+  # encoder the packed checkpoint holds, as the (unpacked) pretrainer reads it.
+  model, step = run.restore()
+  read = pretrainer.build_pretrainer(CONFIG, SEQ, PREDS)
+  assert "encoder" in checkpoints.load_into_pretrainer(read, packed)
+  ours, theirs = model.checkpoint_items["encoder"].weights, read.checkpoint_items["encoder"].weights
+  assert step == 0 and [w.name for w in ours] == [w.name for w in theirs]
+  for a, b in zip(ours, theirs):
+    np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.name)
+
+  caplog.clear()  # restore() said it too: the line below must be training's own.
+  best = run.run()["best"]
+  assert (f"initialized the encoder from {packed}; the classification head is drawn fresh"
+          in caplog.text)
+  assert best["global_step"] == 64 // 16 * 2 and np.isfinite(best["eval_loss"]), best
+  predicted = np.loadtxt(tmp_path / "out" / "test_results.tsv")
+  with open(tmp_path / "data" / "test.tsv", encoding="utf-8") as f:
+    sentences = [line.split("\t")[1] for line in f.read().splitlines()[1:]]
+  served = tf.saved_model.load(best["export_path"]).signatures["serving_default"](
+      text_a=tf.constant(sentences))
+  np.testing.assert_allclose(served["probabilities"].numpy(), predicted, atol=1e-5)
 
 
 def _pretrain(tmp_path, input_file: str, **overrides) -> dict:
