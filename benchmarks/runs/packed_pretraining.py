@@ -38,6 +38,7 @@ Prints a JSON line a measurement and markdown tables.
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -226,8 +227,7 @@ def _config(work: str) -> str:
 
 def _pretrain(work: str, name: str, args: list[str]) -> str:
   out = os.path.join(work, "runs", name)
-  if os.path.exists(out):
-    subprocess.run(["rm", "-rf", out], check=True)
+  shutil.rmtree(out, ignore_errors=True)
   os.makedirs(os.path.dirname(out), exist_ok=True)
   return _run(["bert_tf.scripts.run_pretraining", f"--output_dir={out}",
                f"--bert_config_file={_config(work)}", *args], out + ".log")
