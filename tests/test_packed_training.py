@@ -1,9 +1,8 @@
 """Packed pretraining (--pack_sequences) with what else a run switches on (issue 65, "What to
 build" 4): recompute and XLA train the plain packed run's weights; bf16 trains close to them;
 dynamic masking draws its masks in the pipeline, ahead of packing; MirroredStrategy over two
-CPU replicas, each fed its own batch of packed rows, updates as one device. Gradient
-accumulation does not yet make the whole batch's update packed (a strict xfail: see its
-test). Resume and evaluation: test_run_pretraining.py. Multi-worker is not run packed here:
+CPU replicas, each fed its own batch of packed rows, updates as one device; two accumulated
+micro-batches make the whole batch's update. Resume and evaluation: test_run_pretraining.py. Multi-worker is not run packed here:
 test_distribute's two worker processes cost more than this whole file, and the Mirrored test
 holds what packing adds under a strategy (each pipeline's own rows, the counts all-reduced).
 
@@ -208,26 +207,15 @@ def test_xla_trains_the_plain_runs_weights(plain):
   assert_same_values(weights(plain["dir"], "xla"), plain["weights"], rtol=0, atol=1e-5)
 
 
-# A product defect, reported (not fixed here): the packed encoder looks its position
-# embeddings up by input_positions (a gather), so their gradient is an IndexedSlices of one
-# slice a token (ROWS x SEQ = 256 slices of ~20 distinct rows); the optimizer's clipping to
-# global norm 1.0 (optimization.create_optimizer's clip_norm) measures it by its unsummed
-# slices, where accumulation sums the micro-batches' gradients dense and measures the
-# gradient's own norm: on this run's first batch 1.8339 against 1.8358 (on other records 1.82
-# against 1.86), another clipping factor each update, and the weights 9e-5 apart after three.
-# The loss, metrics and gradients of the two agree to 5e-8, and with clip_norm=0 the two runs'
-# weights to 5e-8. Unpacked, no gradient is an IndexedSlices (the positions are a slice; the
-# word embeddings' lookup is summed with the tied output layer's dense gradient).
-@pytest.mark.xfail(strict=True, reason=(
-    "packed, the position embeddings' gradient is an IndexedSlices with repeated indices; "
-    "global-norm clipping measures its unsummed slices in the whole-batch update and the "
-    "summed, dense gradient under accumulation: other clipping factors, other updates"))
 def test_two_micro_batches_of_packed_rows_make_the_whole_batchs_update(plain):
   """--gradient_accumulation_steps=2, packed: each update's 8 rows taken as two micro-batches
   of 4 give the update of the 8 at once, as unpacked (test_gradient_accumulation: rtol 0,
   atol 1e-5): every loss term over its count in the whole update (the masked positions, and
   the sequences the rows hold, not the rows), the same Adam step. The rows differ in their
-  targets and sequences, so a mean per micro-batch would not be the batch's."""
+  targets and sequences, so a mean per micro-batch would not be the batch's. It holds the
+  position embeddings' dense gradient (PackedPositionEmbedding): as a gather's IndexedSlices,
+  the clipping norm counted repeated positions unsummed in the whole batch (1.8339) and summed
+  under accumulation (1.8358), and the weights were 9e-5 apart after three updates."""
   pretrain(run_args(plain["dir"], "accumulated", gradient_accumulation_steps=2))
   assert_same_values(weights(plain["dir"], "accumulated"), plain["weights"], rtol=0, atol=1e-5)
 

@@ -104,11 +104,25 @@ class PackedPositionEmbedding(layers.PositionEmbedding):
 
   Called as layer(embeddings [B, S, width], positions=int32 [B, S]) -> [B, S, width]; the
   embeddings give the table's width when it is built.
+
+  The table's gradient is dense, the rows' gradients summed per position, as unpacked (where
+  the table is sliced): a gather's own gradient is an IndexedSlices of one slice a token, whose
+  global norm (the optimizer's clipping) counts repeated positions unsummed, so that a packed
+  batch and the same batch as accumulated micro-batches would clip differently.
   """
 
   def call(self, inputs, positions=None):
     del inputs
-    return tf.gather(self._position_embeddings, positions)
+    return _gather_rows_dense_gradient(tf.convert_to_tensor(self._position_embeddings),
+                                       positions)
+
+
+@tf.custom_gradient
+def _gather_rows_dense_gradient(table, indices):
+  """tf.gather(table, indices) whose gradient for `table` is a dense tensor of its shape."""
+  def gradient(upstream):
+    return tf.math.unsorted_segment_sum(upstream, indices, tf.shape(table)[0]), None
+  return tf.gather(table, indices), gradient
 
 
 @tf_keras.utils.register_keras_serializable(package="bert_tf")
