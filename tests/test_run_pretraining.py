@@ -134,7 +134,7 @@ BAD_INPUT = [
       "(--max_predictions_per_seq, one record's) to 15"]),
     (["--output_dir={dir}/trained", "--pack_sequences"],
      ["--output_dir holds a run trained with other settings (max_predictions_per_pack None "
-      "-> 7; max_sequences_per_pack None -> 3; pack_sequences None -> True"]),
+      "-> 6; max_sequences_per_pack None -> 3; pack_sequences None -> True"]),
     (["--pack_sequences", "--max_sequences_per_pack=1"],
      ["--max_sequences_per_pack=1: --pack_sequences packs at least 2 records a row"]),
 ]
@@ -265,7 +265,7 @@ def test_packed_run_trains_resumes_and_its_checkpoint_evaluates_unpacked(setup, 
   assert 1.2 < float(rates["sequences"]) / float(rates["examples"]) <= 3, line
   settings = json.loads((d / "packed" / "run_settings.json").read_text())
   assert (settings["pack_sequences"], settings["max_sequences_per_pack"],
-          settings["max_predictions_per_pack"], settings["packing_buffer"]) == (True, 3, 7, 64)
+          settings["max_predictions_per_pack"], settings["packing_buffer"]) == (True, 3, 6, 64)
 
   out = reruns["packed_killed"]
   assert out.returncode == 0, out.stderr[-3000:]

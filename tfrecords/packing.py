@@ -179,16 +179,18 @@ def predictions_bound(max_seq_length: int, max_predictions_per_seq: int,
   google-research/bert's rule: num_to_predict = min(max_predictions_per_seq, max(1,
   round(len(tokens) * masked_lm_prob))), tokens counting [CLS] and the [SEP]s (the
   dynamic masker counts fewer: neither), and never more masked than that (whole words
-  that would overshoot are skipped). max(1, round(n p)) <= n p + 1, and a row's lengths sum
-  to at most S over at most k instances: floor(S p) + k, and at most k P. Not below P,
-  one record's width (S = 512, P = 80: 79 -> 80). S = 128, P = 20, k = 3 at 0.15: 22 slots
-  of 60; each slot costs a projection onto the vocabulary, empty or not (run_pretraining at
-  L=2 H=128 B=32, vocab 30522, lengths half padding: packed at 60 slots 0.85x the real
-  tokens/s of unpacked, at 22 1.8x). Records masked at a higher rate still pack right: a row
-  over the width is split (`_split_over`), at some cost in fill."""
+  that would overshoot are skipped). round(x) <= x + 1/2, and max(1, .) adds nothing once
+  n p >= 1/2 (the original's instances hold 5 tokens and more, [CLS] a [SEP] b [SEP]: 0.75
+  at 0.15); a row's lengths sum to at most S over at most k instances: floor(S p + k/2), and
+  at most k P. Not below P, one record's width (S = 512, P = 80: 78 -> 80). S = 128, P = 20,
+  k = 3 at 0.15: 20 slots of 60, as many as one record; each slot costs a projection onto
+  the vocabulary, empty or not (run_pretraining at L=2 H=128 B=32, vocab 30522, lengths half
+  padding: packed at 60 slots 0.85x the real tokens/s of unpacked, at 22 1.8x). Records
+  masked at a higher rate, or of shorter instances, still pack right: a row over the width
+  is split (`_split_over`), at some cost in fill."""
   k, p = max_sequences_per_pack, max_predictions_per_seq
-  # The epsilon: S p computed in floating point just below a whole number (0.29 * 100).
-  return min(k * p, max(p, int(max_seq_length * masked_lm_prob + 1e-9) + k))
+  # The epsilon: S p + k/2 computed in floating point just below a whole number (0.29 * 100).
+  return min(k * p, max(p, int(max_seq_length * masked_lm_prob + k / 2 + 1e-9)))
 
 
 def prediction_slots(max_predictions_per_seq: int, max_sequences_per_pack: int,
@@ -226,8 +228,8 @@ def pack_dataset(batches: tf.data.Dataset, batch_size: int,
       endless stream); False keeps a finite stream's last, smaller batch (evaluation).
     max_predictions_per_pack: N, the masked-LM slots of a row (from P, one instance's, to
       k*P, the default, which never splits): a row holds its instances' targets first, and
-      a pack over N is split (`_split_over`). `predictions_bound` never splits records masked
-      at its rate, at a fraction of k*P's cost.
+      a pack over N is split (`_split_over`). `predictions_bound` never splits the original's
+      records masked at its rate, at a fraction of k*P's cost.
 
   Returns:
     A dataset of dicts (`schema.packed_pretraining_features`, model names), B = batch_size:
