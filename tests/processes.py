@@ -3,6 +3,8 @@ and the drivers a test starts as `python tests/test_x.py ...`, where a test need
 process (a device configuration). Not the entry points a test starts as a user would, nor
 the process that serves exports: those keep TensorFlow's defaults, as users run them.
 """
+import socket
+
 import tensorflow as tf
 
 
@@ -25,3 +27,14 @@ def two_cpu_devices() -> None:
   """The CPU as two logical devices, for a MirroredStrategy over "/cpu:0" and "/cpu:1"."""
   [cpu] = tf.config.list_physical_devices("CPU")
   tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+
+
+def free_ports(n: int) -> list[int]:
+  """n ports on localhost free now: a MultiWorkerMirrored cluster's workers' addresses."""
+  sockets = [socket.socket() for _ in range(n)]
+  for s in sockets:
+    s.bind(("localhost", 0))
+  ports = [s.getsockname()[1] for s in sockets]
+  for s in sockets:
+    s.close()
+  return ports

@@ -6,7 +6,6 @@ logical devices before TensorFlow initialises, so it runs in a process of its ow
 """
 import json
 import os
-import socket
 import subprocess
 import sys
 
@@ -58,23 +57,13 @@ def test_mirrored_over_two_cpus_updates_as_one_device(tmp_path):
                      rtol=1e-4, atol=1e-6)
 
 
-def _free_ports(n: int) -> list[int]:
-  sockets = [socket.socket() for _ in range(n)]
-  for s in sockets:
-    s.bind(("localhost", 0))
-  ports = [s.getsockname()[1] for s in sockets]
-  for s in sockets:
-    s.close()
-  return ports
-
-
 @pytest.mark.slow
 def test_multi_worker_mirrored_two_processes_train_and_checkpoint(tmp_path):
   records = write_pretraining_records(str(tmp_path / "data.tfrecord"), 64)
   config_file = str(tmp_path / "bert_config.json")
   CONFIG.to_json_file(config_file)
   output_dir = tmp_path / "out"
-  cluster = {"worker": [f"localhost:{port}" for port in _free_ports(2)]}
+  cluster = {"worker": [f"localhost:{port}" for port in processes.free_ports(2)]}
   procs = []
   for index in range(2):
     worker_tmp = tmp_path / f"tmp{index}"

@@ -1,13 +1,12 @@
 """Packed pretraining (--pack_sequences) with what else a run switches on (issue 65, "What to
 build" 4): recompute and XLA train the plain packed run's weights; bf16 trains close to them;
 dynamic masking draws its masks in the pipeline, ahead of packing; MirroredStrategy over two
-CPU replicas, each fed its own batch of packed rows, updates as one device; two accumulated
-micro-batches make the whole batch's update. Resume and evaluation: test_run_pretraining.py. Multi-worker is not run packed here:
-test_distribute's two worker processes cost more than this whole file, and the Mirrored test
-holds what packing adds under a strategy (each pipeline's own rows, the counts all-reduced).
+CPU replicas, each fed its own batch of packed rows, and MultiWorkerMirrored over two worker
+processes update as one device; two accumulated micro-batches make the whole batch's update.
+Resume and evaluation: test_run_pretraining.py.
 
 Every run is `pretraining.pretrain` in this process (the Mirrored one in a process of its
-own, below), on short records that pack 2-3 to a row, from one initial checkpoint, dropout
+own, below; the multi-worker one, run_pretraining's two processes), on short records that pack 2-3 to a row, from one initial checkpoint, dropout
 off (tiny_pretraining's CONFIG): runs that see the same rows compute the same function.
 
 Tolerances: Adam's step m / (sqrt(v) + eps) is about +-lr = 3e-3 a weight in the first
@@ -311,8 +310,7 @@ def test_mirrored_two_replicas_each_pack_their_rows_and_update_as_one_device(pla
   """MirroredStrategy over two logical CPUs, packed: the pipeline gives each replica a batch
   of its own 4 packed rows (ROWS / 2), and the update of the two is the one device's of the
   8 (the masked positions and sequences counted across replicas): the plain run's weights,
-  to test_distribute's unpacked tolerance (1e-7 measured). Both clip alike: the replicas'
-  position-embedding slices, gathered, are the one device's (see the xfail above)."""
+  to test_distribute's unpacked tolerance (1e-7 measured)."""
   d = plain["dir"]
   returncode = plain["mirrored"].wait(timeout=900)
   with open(os.path.join(d, "mirrored.log"), encoding="utf-8") as f:
@@ -323,6 +321,42 @@ def test_mirrored_two_replicas_each_pack_their_rows_and_update_as_one_device(pla
   assert results["rows_per_replica"] == ROWS // 2
   assert results["loss"] == pytest.approx(plain["results"]["loss"], rel=1e-5)
   assert_same_values(weights(d, "mirrored"), plain["weights"], rtol=1e-4, atol=1e-6)
+
+
+def test_multi_worker_two_processes_each_pack_their_rows_and_update_as_one_device(plain):
+  """run_pretraining --pack_sequences under MultiWorkerMirrored, two worker processes on
+  localhost (one CPU replica each, the collectives over gRPC): each worker packs its own
+  pipeline's rows, and the all-reduced update is the one device's: the plain run's weights,
+  to the Mirrored test's tolerance. The entry point as users start it, from TF_CONFIG."""
+  d = plain["dir"]
+  output_dir = os.path.join(d, "multi_worker")
+  cluster = {"worker": [f"localhost:{port}" for port in processes.free_ports(2)]}
+  procs = []
+  for index in range(2):
+    worker_tmp = os.path.join(d, f"tmp{index}")
+    os.makedirs(worker_tmp)
+    env = dict(ENV, TMPDIR=worker_tmp,
+               TF_CONFIG=json.dumps({"cluster": cluster,
+                                     "task": {"type": "worker", "index": index}}))
+    procs.append(subprocess.Popen(
+        [sys.executable, "-m", "bert_tf.scripts.run_pretraining",
+         f"--bert_config_file={os.path.join(d, 'bert_config.json')}",
+         f"--input_file={os.path.join(d, 'masked.tfrecord')}",
+         f"--init_checkpoint={os.path.join(d, 'init', 'ckpt')}", f"--output_dir={output_dir}",
+         f"--max_seq_length={SEQ}", f"--max_predictions_per_seq={PREDS}", "--do_train",
+         f"--train_batch_size={ROWS}", f"--learning_rate={LR}", f"--num_train_steps={STEPS}",
+         "--num_warmup_steps=0", f"--save_checkpoints_steps={STEPS}", "--iterations_per_loop=1",
+         "--pack_sequences", "--packing_buffer=64",
+         "--distribution_strategy=multi_worker_mirrored"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
+  for proc in procs:
+    try:
+      _, err = proc.communicate(timeout=900)
+    finally:
+      proc.kill()
+    assert proc.returncode == 0, err[-3000:]
+    assert "multi_worker_mirrored with 2 replicas" in err, err[-3000:]
+  assert_same_values(weights(d, "multi_worker"), plain["weights"], rtol=1e-4, atol=1e-6)
 
 
 def _mirrored_driver(d: str) -> None:
