@@ -88,7 +88,8 @@ flags.DEFINE_integer("max_predictions_per_pack", None,
                      "onto the vocabulary (from --max_predictions_per_seq to it x "
                      "--max_sequences_per_pack). Default: the most the original's masking rule "
                      "at --masked_lm_prob puts in a row, floor(max_seq_length x "
-                     "masked_lm_prob) + max_sequences_per_pack (22 at 128 and 0.15); a pack "
+                     "masked_lm_prob + max_sequences_per_pack / 2), at least "
+                     "--max_predictions_per_seq (20 at 128 and 0.15, 80 at 512); a pack "
                      "holding more is split.")
 flags.DEFINE_integer("packing_buffer", packing.DEFAULT_BUFFER_SIZE,
                      "With --pack_sequences: records packed together (more pack fuller).",
