@@ -1,9 +1,15 @@
 """What a process that runs tests sets before TensorFlow initialises: pytest's own (conftest)
 and the drivers a test starts as `python tests/test_x.py ...`, where a test needs a fresh
 process (a device configuration). Not the entry points a test starts as a user would, nor
-the process that serves exports: those keep TensorFlow's defaults, as users run them.
+the process that serves exports: those keep TensorFlow's defaults, as users run them; the
+one exception here starts them as a user would, as a MultiWorkerMirrored cluster
+(`run_workers`).
 """
+import json
+import os
 import socket
+import subprocess
+import sys
 
 import tensorflow as tf
 
@@ -29,12 +35,30 @@ def two_cpu_devices() -> None:
   tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 
 
-def free_ports(n: int) -> list[int]:
-  """n ports on localhost free now: a MultiWorkerMirrored cluster's workers' addresses."""
-  sockets = [socket.socket() for _ in range(n)]
+def run_workers(args: list[str], tmp_dir: str, num_workers: int = 2) -> list[tuple[int, str]]:
+  """`python args...` as the workers of a MultiWorkerMirrored cluster on localhost (each its
+  TF_CONFIG, and its own TMPDIR, tmp_dir/tmp<index>: a worker that is not the chief saves
+  there), all at once; each worker's (return code, stderr) once all have ended."""
+  sockets = [socket.socket() for _ in range(num_workers)]
   for s in sockets:
     s.bind(("localhost", 0))
-  ports = [s.getsockname()[1] for s in sockets]
+  cluster = {"worker": [f"localhost:{s.getsockname()[1]}" for s in sockets]}
   for s in sockets:
     s.close()
-  return ports
+  procs = []
+  for index in range(num_workers):
+    worker_tmp = os.path.join(tmp_dir, f"tmp{index}")
+    os.makedirs(worker_tmp)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TMPDIR=worker_tmp,
+               TF_CONFIG=json.dumps({"cluster": cluster,
+                                     "task": {"type": "worker", "index": index}}))
+    procs.append(subprocess.Popen([sys.executable, *args], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, env=env))
+  results = []
+  for proc in procs:
+    try:
+      _, err = proc.communicate(timeout=900)
+    finally:
+      proc.kill()
+    results.append((proc.returncode, err))
+  return results

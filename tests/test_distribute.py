@@ -63,31 +63,17 @@ def test_multi_worker_mirrored_two_processes_train_and_checkpoint(tmp_path):
   config_file = str(tmp_path / "bert_config.json")
   CONFIG.to_json_file(config_file)
   output_dir = tmp_path / "out"
-  cluster = {"worker": [f"localhost:{port}" for port in processes.free_ports(2)]}
-  procs = []
-  for index in range(2):
-    worker_tmp = tmp_path / f"tmp{index}"
-    worker_tmp.mkdir()
-    env = dict(ENV, TMPDIR=str(worker_tmp),
-               TF_CONFIG=json.dumps({"cluster": cluster,
-                                     "task": {"type": "worker", "index": index}}))
-    procs.append(subprocess.Popen(
-        [sys.executable, "-m", "bert_tf.scripts.run_pretraining",
-         f"--bert_config_file={config_file}",
-         f"--input_file={records}", f"--output_dir={output_dir}", f"--max_seq_length={SEQ}",
-         f"--max_predictions_per_seq={PREDS}", "--do_train", "--do_eval",
-         "--train_batch_size=8", "--eval_batch_size=8", "--num_train_steps=4",
-         "--num_warmup_steps=1", "--iterations_per_loop=2", "--save_checkpoints_steps=2",
-         "--max_eval_steps=2", "--distribution_strategy=multi_worker_mirrored"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
+  workers = processes.run_workers(
+      ["-m", "bert_tf.scripts.run_pretraining", f"--bert_config_file={config_file}",
+       f"--input_file={records}", f"--output_dir={output_dir}", f"--max_seq_length={SEQ}",
+       f"--max_predictions_per_seq={PREDS}", "--do_train", "--do_eval",
+       "--train_batch_size=8", "--eval_batch_size=8", "--num_train_steps=4",
+       "--num_warmup_steps=1", "--iterations_per_loop=2", "--save_checkpoints_steps=2",
+       "--max_eval_steps=2", "--distribution_strategy=multi_worker_mirrored"], str(tmp_path))
   logs = []
-  for proc in procs:
-    try:
-      _, err = proc.communicate(timeout=900)
-    finally:
-      proc.kill()
+  for returncode, err in workers:
     logs.append(err)
-    assert proc.returncode == 0, err[-3000:]
+    assert returncode == 0, err[-3000:]
   assert all("multi_worker_mirrored with 2 replicas" in log for log in logs)
   # The chief (worker 0) alone writes checkpoints, summaries and results into output_dir ...
   assert checkpoint_steps(output_dir) == [2, 4]

@@ -330,31 +330,18 @@ def test_multi_worker_two_processes_each_pack_their_rows_and_update_as_one_devic
   to the Mirrored test's tolerance. The entry point as users start it, from TF_CONFIG."""
   d = plain["dir"]
   output_dir = os.path.join(d, "multi_worker")
-  cluster = {"worker": [f"localhost:{port}" for port in processes.free_ports(2)]}
-  procs = []
-  for index in range(2):
-    worker_tmp = os.path.join(d, f"tmp{index}")
-    os.makedirs(worker_tmp)
-    env = dict(ENV, TMPDIR=worker_tmp,
-               TF_CONFIG=json.dumps({"cluster": cluster,
-                                     "task": {"type": "worker", "index": index}}))
-    procs.append(subprocess.Popen(
-        [sys.executable, "-m", "bert_tf.scripts.run_pretraining",
-         f"--bert_config_file={os.path.join(d, 'bert_config.json')}",
-         f"--input_file={os.path.join(d, 'masked.tfrecord')}",
-         f"--init_checkpoint={os.path.join(d, 'init', 'ckpt')}", f"--output_dir={output_dir}",
-         f"--max_seq_length={SEQ}", f"--max_predictions_per_seq={PREDS}", "--do_train",
-         f"--train_batch_size={ROWS}", f"--learning_rate={LR}", f"--num_train_steps={STEPS}",
-         "--num_warmup_steps=0", f"--save_checkpoints_steps={STEPS}", "--iterations_per_loop=1",
-         "--pack_sequences", "--packing_buffer=64",
-         "--distribution_strategy=multi_worker_mirrored"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
-  for proc in procs:
-    try:
-      _, err = proc.communicate(timeout=900)
-    finally:
-      proc.kill()
-    assert proc.returncode == 0, err[-3000:]
+  workers = processes.run_workers(
+      ["-m", "bert_tf.scripts.run_pretraining",
+       f"--bert_config_file={os.path.join(d, 'bert_config.json')}",
+       f"--input_file={os.path.join(d, 'masked.tfrecord')}",
+       f"--init_checkpoint={os.path.join(d, 'init', 'ckpt')}", f"--output_dir={output_dir}",
+       f"--max_seq_length={SEQ}", f"--max_predictions_per_seq={PREDS}", "--do_train",
+       f"--train_batch_size={ROWS}", f"--learning_rate={LR}", f"--num_train_steps={STEPS}",
+       "--num_warmup_steps=0", f"--save_checkpoints_steps={STEPS}", "--iterations_per_loop=1",
+       "--pack_sequences", "--packing_buffer=64",
+       "--distribution_strategy=multi_worker_mirrored"], d)
+  for returncode, err in workers:
+    assert returncode == 0, err[-3000:]
     assert "multi_worker_mirrored with 2 replicas" in err, err[-3000:]
   assert_same_values(weights(d, "multi_worker"), plain["weights"], rtol=1e-4, atol=1e-6)
 
