@@ -36,7 +36,8 @@ run() {
 
 run teacher --init_checkpoint="$MINILM" --num_train_epochs=3 --seed=12345
 for s in ${SEEDS:-1 2 3}; do
-  run distill_w1_s$s $STUDENT --distill_weight=1 --transfer_file=$D/test.txt --num_train_epochs=1 --seed=$s
+  run distill_w1_s$s $STUDENT --distill_weight=1 --transfer_file=$D/test.txt \
+    --num_train_epochs=1 --seed=$s
   run gold_s$s $STUDENT --distill_weight=0 --num_train_epochs=1.2459 --seed=$s
 done
 
