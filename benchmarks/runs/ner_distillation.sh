@@ -8,6 +8,9 @@
 #
 #   BERT_TF_DATA=../shared/data SEEDS="1 2 3" benchmarks/runs/ner_distillation.sh [work_dir]
 #
+# TEMPERATURE=2 distils at that softmax temperature (runs distill_w1_t2_s<seed>; the teacher and
+# the gold-only runs are shared with T=1's, which keeps its names).
+#
 # Needs .venv (make install). On 2 cores: the teacher (3 epochs, 1,316 steps) ~59 min; a
 # distilled student (546 steps) ~20 min, 7 of them the teacher's one pass over its records; a
 # gold-only one ~13 min. The transfer text is test.txt's words (its tags unread): unlabelled
@@ -35,9 +38,11 @@ run() {
 }
 
 run teacher --init_checkpoint="$MINILM" --num_train_epochs=3 --seed=12345
+T=${TEMPERATURE:-1}
+DISTILLED=distill_w1$([ "$T" = 1 ] || echo "_t$T")
 for s in ${SEEDS:-1 2 3}; do
-  run distill_w1_s$s $STUDENT --distill_weight=1 --transfer_file=$D/test.txt \
-    --num_train_epochs=1 --seed=$s
+  run ${DISTILLED}_s$s $STUDENT --distill_weight=1 --distill_temperature=$T \
+    --transfer_file=$D/test.txt --num_train_epochs=1 --seed=$s
   run gold_s$s $STUDENT --distill_weight=0 --num_train_epochs=1.2459 --seed=$s
 done
 
