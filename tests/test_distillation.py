@@ -166,7 +166,7 @@ def test_run_classifier_distils_exports_and_refuses_in_one_line(tmp_path):
 
 
 def _stsb(folder: str) -> dict:
-  make_stsb(folder, num_train=64, num_dev=8)
+  make_stsb(folder, num_train=24, num_dev=8)
   return {"data_dir": folder}
 
 
