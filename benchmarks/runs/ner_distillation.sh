@@ -9,14 +9,17 @@
 #   BERT_TF_DATA=../shared/data SEEDS="1 2 3" benchmarks/runs/ner_distillation.sh [work_dir]
 #
 # TEMPERATURE=2 distils at that softmax temperature (runs distill_w1_t2_s<seed>; the teacher and
-# the gold-only runs are shared with T=1's, which keeps its names).
+# the gold-only runs are shared with T=1's, which keeps its names). TRANSFER=<file in test.txt's
+# layout> distils over it instead of test.txt (runs named *_x<its name>_s<seed>, gold-only
+# ones too, whose epochs come from the distilled run's record counts; runs/ner_transfer_text.py
+# writes such a file: test.txt's words, then Wikipedia's).
 #
 # Needs .venv (make install). On 2 cores: the teacher (3 epochs, 1,316 steps) ~59 min; a
 # distilled student (546 steps) ~20 min, 7 of them the teacher's one pass over its records; a
 # gold-only one ~13 min. The transfer text is test.txt's words (its tags unread): unlabelled
 # sentences in the task's layout that neither training nor dev holds. The gold-only run has no
-# transfer text, so its epochs are scaled by (train + transfer sentences) / train sentences
-# (1.2459) to take the distilled runs' 546 steps.
+# transfer text, so its epochs are scaled by (train + transfer records) / train records
+# (17,496 / 14,042 = 1.2459) to take the distilled runs' 546 steps.
 set -u
 cd "$(dirname "$0")/../.."
 PY=$PWD/.venv/bin/python
@@ -40,10 +43,15 @@ run() {
 run teacher --init_checkpoint="$MINILM" --num_train_epochs=3 --seed=12345
 T=${TEMPERATURE:-1}
 DISTILLED=distill_w1$([ "$T" = 1 ] || echo "_t$T")
+TRANSFER=${TRANSFER:-$D/test.txt}
+X=$([ "$TRANSFER" = "$D/test.txt" ] || basename "$TRANSFER" .txt | sed 's/^/_x/')
 for s in ${SEEDS:-1 2 3}; do
-  run ${DISTILLED}_s$s $STUDENT --distill_weight=1 --distill_temperature=$T \
-    --transfer_file=$D/test.txt --num_train_epochs=1 --seed=$s
-  run gold_s$s $STUDENT --distill_weight=0 --num_train_epochs=1.2459 --seed=$s
+  run ${DISTILLED}${X}_s$s $STUDENT --distill_weight=1 --distill_temperature=$T \
+    --transfer_file="$TRANSFER" --num_train_epochs=1 --seed=$s
+  # The distilled run's steps: (train + transfer records) / train records epochs of train.txt.
+  EPOCHS=$(sed -nE 's/.*train: [0-9]+ examples, ([0-9]+) features \+ ([0-9]+) of --transfer_file.*/\1 \2/p' \
+    "$W/${DISTILLED}${X}_s$s.log" | head -1 | awk '{ printf "%.6f", ($1 + $2) / $1 }')
+  run gold${X}_s$s $STUDENT --distill_weight=0 --num_train_epochs=$EPOCHS --seed=$s
 done
 
 # Dev F1 of each run, and each kind's mean over the seeds.
