@@ -18,7 +18,8 @@ task's name, its settings, and toy data to build it on) and inherits one test pe
   - a student distilled from a fine-tuned teacher of the task (`finetuning.distillation`)
     moves its outputs to the teacher's: its soft loss against the teacher's outputs falls to
     a fraction of a fresh student's, on every output the task distils; where the task reads
-    transfer data, its prediction file's examples train beside the training set.
+    transfer data, its prediction file's examples train beside the training set (once a task
+    kind: a case may distil as another of its kind, `Case.distils_as`).
 """
 import dataclasses
 from typing import Callable
