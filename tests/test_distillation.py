@@ -55,6 +55,41 @@ def test_the_soft_loss_is_the_kl_at_a_temperature_times_its_square():
                              kl.sum() / 2, rtol=1e-5)
 
 
+def test_gold_labels_mix_in_on_the_records_that_have_them():
+  """With transfer examples, weight x the soft loss over every record + (1 - weight) x the
+  task's cross-entropy over the records marked gold alone; exact over an update's parts (the
+  update's counts), and 0 gold records make no gold loss, not a NaN."""
+  task = finetuning.build("classification", {"task_name": "SST-2", "labels": ["0", "1"]})
+  settings = distillation.Settings("teacher", temperature=2.0, weight=0.25, transfer_file="x")
+  rng = np.random.default_rng(3)
+  teacher, student = rng.normal(size=[2, 6, 2]) * 2
+  labels = np.array([1, 0, 1, 1, 0, 0])
+  gold = np.array([1, 1, 0, 1, 0, 0])
+  features = {"label_ids": tf.constant(labels[:, None]),
+              distillation.GOLD: tf.constant(gold[:, None]),
+              "teacher_logits": tf.constant(teacher, tf.float32)}
+  log_t, log_s = _log_softmax(teacher / 2), _log_softmax(student / 2)
+  soft = (np.exp(log_t) * (log_t - log_s)).sum(-1).mean() * 4
+  xent = -_log_softmax(student)[np.arange(6), labels]
+  expected = 0.25 * soft + 0.75 * xent[gold == 1].mean()
+  counts = distillation.count_fn(task, settings)(features)
+  assert {k: float(v) for k, v in counts.items()} == {"records": 6.0, "gold records": 3.0}
+  loss_fn = distillation.loss_fn(task, settings)
+  loss, metrics = loss_fn(features, tf.constant(student, tf.float32), counts)
+  np.testing.assert_allclose(float(loss), expected, rtol=1e-5)
+  np.testing.assert_allclose(float(metrics["soft_loss"]), soft, rtol=1e-5)
+  halves = [loss_fn({k: v[part] for k, v in features.items()},
+                    tf.constant(student[part], tf.float32), counts)[0]
+            for part in (slice(0, 3), slice(3, 6))]
+  np.testing.assert_allclose(float(halves[0] + halves[1]), expected, rtol=1e-5)
+  # A batch of transfer examples alone, its own counts: the soft loss's part, finite.
+  transfer = {k: v[4:] for k, v in features.items()}
+  alone, _ = loss_fn(transfer, tf.constant(student[4:], tf.float32))
+  log_t, log_s = log_t[4:], log_s[4:]
+  np.testing.assert_allclose(
+      float(alone), 0.25 * (np.exp(log_t) * (log_t - log_s)).sum(-1).mean() * 4, rtol=1e-5)
+
+
 def test_a_student_takes_the_chosen_teacher_layers_and_the_rest_of_the_teacher():
   task = finetuning.build("classification", {"task_name": "SST-2", "labels": ["0", "1"]})
   config = BertConfig(vocab_size=100, hidden_size=16, num_hidden_layers=3,
@@ -86,9 +121,10 @@ def test_a_student_takes_the_chosen_teacher_layers_and_the_rest_of_the_teacher()
 @pytest.mark.slow
 def test_run_classifier_distils_exports_and_refuses_in_one_line(tmp_path):
   """A toy SST-2 teacher (2 layers), then its student from layer 1 (--do_eval, --export_dir,
-  the test file's sentences as --transfer_file) in one process, and the mistakes: a teacher of
-  other labels, a layer it has not, no student, no --do_train, another vocab, a layer that is
-  not a number, transfer examples with gold labels weighed, transfer without a teacher."""
+  the test file's sentences as --transfer_file, half the loss the gold labels') in one
+  process, and the mistakes: a teacher of other labels, a layer it has not, no student, no
+  --do_train, another vocab, a layer that is not a number, transfer examples with the gold
+  labels alone, transfer without a teacher."""
   make_sst2(tmp_path / "sst2", num_train=48, num_dev=16)
   make_stsb(tmp_path / "stsb")
   other_vocab = tmp_path / "vocab.txt"
@@ -103,7 +139,7 @@ def test_run_classifier_distils_exports_and_refuses_in_one_line(tmp_path):
                 f"--bert_config_file={tiny_config(tmp_path / 'config.json', 2)}",
                 "--num_train_epochs=2"],
       distil + [f"--output_dir={student}", "--init_from_teacher_layers=1", "--do_eval",
-                "--num_train_epochs=1", "--distill_temperature=2",
+                "--num_train_epochs=1", "--distill_temperature=2", "--distill_weight=0.5",
                 f"--transfer_file={tmp_path / 'sst2' / 'test.tsv'}",
                 f"--export_dir={tmp_path / 'serving'}"],
       distil + [f"--output_dir={tmp_path / 'gold'}", "--init_from_teacher_layers=1",
@@ -118,7 +154,7 @@ def test_run_classifier_distils_exports_and_refuses_in_one_line(tmp_path):
       distil + ["--init_from_teacher_layers=1", f"--vocab_file={other_vocab}",
                 f"--output_dir={tmp_path / 'refused'}"],
       distil + ["--init_from_teacher_layers=one", f"--output_dir={tmp_path / 'refused'}"],
-      distil + ["--init_from_teacher_layers=1", "--distill_weight=0.5",
+      distil + ["--init_from_teacher_layers=1", "--distill_weight=0",
                 f"--transfer_file={tmp_path / 'sst2' / 'test.tsv'}",
                 f"--output_dir={tmp_path / 'refused'}"],
       common + ["--do_train", f"--vocab_file={VOCAB}", f"--transfer_file={tmp_path / 'x.tsv'}",
@@ -133,13 +169,14 @@ def test_run_classifier_distils_exports_and_refuses_in_one_line(tmp_path):
     assert json.load(f)["best"]["eval_accuracy"] >= 0  # Scored as any run.
   with open(student / "run_settings.json", encoding="utf-8") as f:
     assert json.load(f)["distillation"] == {
-        "teacher": str(teacher), "temperature": 2.0, "weight": 1.0, "teacher_layers": [1],
+        "teacher": str(teacher), "temperature": 2.0, "weight": 0.5, "teacher_layers": [1],
         "transfer_file": str(tmp_path / "sst2" / "test.tsv")}
-  # The training set's 48 sentences and the test file's 10, the teacher's outputs in each.
-  records = list(tf.data.TFRecordDataset(str(student / "train.tf_record")))
-  assert len(records) == 58
-  example = tf.train.Example.FromString(records[-1].numpy())
-  assert len(example.features.feature["teacher_logits"].float_list.value) == 2
+  # The training set's 48 sentences and the test file's 10, the teacher's outputs in each;
+  # the gold labels' loss reads the 48 alone.
+  records = [tf.train.Example.FromString(record.numpy()).features.feature
+             for record in tf.data.TFRecordDataset(str(student / "train.tf_record"))]
+  assert [r[distillation.GOLD].int64_list.value[0] for r in records] == [1] * 48 + [0] * 10
+  assert len(records[-1]["teacher_logits"].float_list.value) == 2
   assert os.listdir(tmp_path / "serving") == ["1"]
   # --distill_weight=0: the teacher's layers, the gold labels alone, no teacher's outputs.
   assert gold.returncode == 0, gold.stderr[-3000:]
@@ -154,7 +191,8 @@ def test_run_classifier_distils_exports_and_refuses_in_one_line(tmp_path):
       rf"--teacher_checkpoint={teacher} without --do_train",
       rf"--teacher_checkpoint={teacher}: its vocab \(.*\) is not the student's",
       r"--init_from_teacher_layers=one: not a comma-separated list of layer numbers",
-      r"--transfer_file with --distill_weight=0.5: its examples have no gold labels",
+      r"--transfer_file with --distill_weight=0: the gold labels alone train, and its "
+      r"examples have none",
       r"--transfer_file=.*x\.tsv without --teacher_checkpoint: a teacher labels its examples",
   ]
   for run, pattern in zip(refused, expected):

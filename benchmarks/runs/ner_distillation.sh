@@ -9,10 +9,11 @@
 #   BERT_TF_DATA=../shared/data SEEDS="1 2 3" benchmarks/runs/ner_distillation.sh [work_dir]
 #
 # TEMPERATURE=2 distils at that softmax temperature (runs distill_w1_t2_s<seed>; the teacher and
-# the gold-only runs are shared with T=1's, which keeps its names). TRANSFER=<file in test.txt's
-# layout> distils over it instead of test.txt (runs named *_x<its name>_s<seed>, gold-only
-# ones too, whose epochs come from the distilled run's record counts; runs/ner_transfer_text.py
-# writes such a file: test.txt's words, then Wikipedia's).
+# the gold-only runs are shared with T=1's, which keeps its names). WEIGHT=0.5 gives the soft
+# loss that weight and the gold tags' loss the rest, on train.txt's records (distill_w0.5_*).
+# TRANSFER=<file in test.txt's layout> distils over it instead of test.txt (runs named
+# *_x<its name>_s<seed>, gold-only ones too, whose epochs come from the distilled run's record
+# counts; runs/ner_transfer_text.py writes such a file: test.txt's words, then Wikipedia's).
 #
 # Needs .venv (make install). On 2 cores: the teacher (3 epochs, 1,316 steps) ~59 min; a
 # distilled student (546 steps) ~20 min, 7 of them the teacher's one pass over its records; a
@@ -42,11 +43,12 @@ run() {
 
 run teacher --init_checkpoint="$MINILM" --num_train_epochs=3 --seed=12345
 T=${TEMPERATURE:-1}
-DISTILLED=distill_w1$([ "$T" = 1 ] || echo "_t$T")
+WEIGHT=${WEIGHT:-1}
+DISTILLED=distill_w$WEIGHT$([ "$T" = 1 ] || echo "_t$T")
 TRANSFER=${TRANSFER:-$D/test.txt}
 X=$([ "$TRANSFER" = "$D/test.txt" ] || basename "$TRANSFER" .txt | sed 's/^/_x/')
 for s in ${SEEDS:-1 2 3}; do
-  run ${DISTILLED}${X}_s$s $STUDENT --distill_weight=1 --distill_temperature=$T \
+  run ${DISTILLED}${X}_s$s $STUDENT --distill_weight=$WEIGHT --distill_temperature=$T \
     --transfer_file="$TRANSFER" --num_train_epochs=1 --seed=$s
   # The distilled run's steps: (train + transfer records) / train records epochs of train.txt.
   EPOCHS=$(sed -nE 's/.*train: [0-9]+ examples, ([0-9]+) features \+ ([0-9]+) of --transfer_file.*/\1 \2/p' \

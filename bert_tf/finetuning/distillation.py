@@ -18,10 +18,13 @@ is stored positions last ([classes, seq] for `tokens`), marked per-token: the le
 it with the tokens (`schema.Feature.sequence_length`).
 
 The student's loss: weight x the soft loss + (1 - weight) x the task's own loss on the gold
-labels. The soft loss of a softmax is the KL divergence from the teacher's distribution at
-temperature T to the student's, times T^2 (Hinton et al.: the gradients' scale kept whatever T;
-0 when the student matches), of a score the squared error; each a mean over what the task's loss
-counts (records, or NER's labelled tokens: `counts`), the targets' losses averaged.
+labels, where there are any: with transfer examples, each record says whether it has gold
+labels (`GOLD`), and the task's loss is a mean over those that do (its counts over them alone,
+the whole update's as every loss's: `count_fn`). The soft loss of a softmax is the KL
+divergence from the teacher's distribution at temperature T to the student's, times T^2
+(Hinton et al.: the gradients' scale kept whatever T; 0 when the student matches), of a score
+the squared error; each a mean over what the task's loss counts (records, or NER's labelled
+tokens: `counts`), the targets' losses averaged.
 """
 import dataclasses
 import re
@@ -36,6 +39,10 @@ from tfrecords import schema
 
 KINDS = ("classes", "positions", "tokens", "score")
 PREFIX = "teacher_"
+# A training record's feature where gold labels mix with transfer examples: int64 [1], 1 for
+# the training set's records, 0 for the transfer examples' (their label fields zeros).
+GOLD = "gold_labels"
+_GOLD_COUNT = "gold "  # The gold records' counts: "gold " + the task's term.
 _LAYER = re.compile(r"transformer/layer_(\d+)")
 
 
@@ -60,9 +67,10 @@ class SoftTarget:
 class Settings:
   """How a student learns: its teacher (a fine-tuned model of the task, any form
   --init_checkpoint takes), the softmax temperature, the weight of the soft loss (1 - weight on
-  the gold labels), the teacher's layers that initialise the student's (one per student
-  layer; empty: the student's own --init_checkpoint, or none), and unlabelled examples that
-  the teacher labels beside the training set (`FineTuningTask.transfer_examples`)."""
+  the gold labels, on the records that have them), the teacher's layers that initialise the
+  student's (one per student layer; empty: the student's own --init_checkpoint, or none), and
+  unlabelled examples that the teacher labels beside the training set
+  (`FineTuningTask.transfer_examples`)."""
   teacher: str
   temperature: float = 1.0
   weight: float = 1.0
@@ -75,9 +83,42 @@ class Settings:
     if not 0 <= self.weight <= 1:
       raise ValueError(f"--distill_weight={self.weight}: must be in [0, 1] (1: the teacher's "
                        "outputs alone, 0: the gold labels alone)")
-    if self.transfer_file and self.weight != 1:
-      raise ValueError(f"--transfer_file with --distill_weight={self.weight}: its examples "
-                       "have no gold labels to weigh; give --distill_weight=1")
+    if self.transfer_file and self.weight == 0:
+      raise ValueError("--transfer_file with --distill_weight=0: the gold labels alone train, "
+                       "and its examples have none; give a weight above 0")
+
+  @property
+  def marks_gold(self) -> bool:
+    """Whether the records say which have gold labels (`GOLD`): the gold labels' loss counts
+    and the records include transfer examples, which have none."""
+    return bool(self.transfer_file) and self.weight < 1
+
+
+def mark_gold(records: list[dict], transfer: list[dict]) -> tuple[list[dict], schema.Feature]:
+  """The training set's records, then the transfer examples', each with its `GOLD` mark; and
+  the mark's feature for the layout."""
+  marked = ([{**record, GOLD: np.ones(1, np.int64)} for record in records] +
+            [{**record, GOLD: np.zeros(1, np.int64)} for record in transfer])
+  return marked, schema.Feature(GOLD, "int64", 1)
+
+
+def _gold_only(values, features: dict):
+  """`values` (a nest of [batch, ...] tensors) cut to the records with gold labels."""
+  keep = tf.reshape(features[GOLD], [-1]) > 0
+  return tf.nest.map_structure(lambda value: tf.boolean_mask(value, keep), values)
+
+
+def count_fn(task, settings: Settings):
+  """The student's count_fn (`loop.CountFn`): the task's counts over the records, and where the
+  records mark gold labels (`Settings.marks_gold`) the same over the marked ones alone
+  ("gold <term>"), which the gold labels' loss divides by."""
+  def fn(features: dict) -> dict:
+    counts = dict(task.loss_counts(features))
+    if settings.marks_gold:
+      counts.update({_GOLD_COUNT + term: count for term, count in
+                     task.loss_counts(_gold_only(features, features)).items()})
+    return counts
+  return fn
 
 
 class TeacherOutputs:
@@ -132,17 +173,26 @@ def soft_loss(target: SoftTarget, teacher: tf.Tensor, temperature: float,
 
 
 def loss_fn(task, settings: Settings):
-  """The student's loss (a `loop.LossFn`): the soft targets' mean soft loss, mixed with the
-  task's own loss by `settings.weight`; metrics: `soft_loss`, and the task's own with the
-  gold labels' loss (`label_loss`) where they count."""
+  """The student's loss (a `loop.LossFn`, its counts `count_fn`'s): the soft targets' mean
+  soft loss, mixed with the task's own loss by `settings.weight`, over the records with gold
+  labels where they are marked; metrics: `soft_loss`, and the task's own with the gold labels'
+  loss (`label_loss`) where they count."""
+  counted = count_fn(task, settings)
+
   def fn(features: dict, outputs, counts: dict | None = None):
-    counts = counts or task.loss_counts(features)
+    counts = counts or counted(features)
     targets = task.soft_targets(features, outputs)
     soft = tf.add_n([soft_loss(t, features[PREFIX + name], settings.temperature, counts)
                      for name, t in targets.items()]) / len(targets)
     if settings.weight == 1:
       return soft, {"soft_loss": soft}
-    gold, metrics = task.loss(features, outputs, counts)
+    if settings.marks_gold:  # An update of transfer examples alone: 0 of 0 gold records.
+      gold, metrics = task.loss(
+          _gold_only(features, features), _gold_only(outputs, features),
+          {term[len(_GOLD_COUNT):]: tf.maximum(count, 1.0) for term, count in counts.items()
+           if term.startswith(_GOLD_COUNT)})
+    else:
+      gold, metrics = task.loss(features, outputs, counts)
     return (settings.weight * soft + (1 - settings.weight) * gold,
             {**metrics, "soft_loss": soft, "label_loss": gold})
   return fn

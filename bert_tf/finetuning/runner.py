@@ -417,7 +417,10 @@ class Runner:
       features = self.task.convert_examples(examples, self.tokenizer, is_training)
       records, order = features.records, None
       if is_training and self.distillation:
-        if self.distillation.transfer_file:
+        if self.distillation.marks_gold:
+          records, mark = distillation.mark_gold(records, self._transfer_records(layout))
+          layout = layout + [mark]
+        elif self.distillation.transfer_file:
           records = records + self._transfer_records(layout)
         layout = layout + self._add_teacher_outputs(records, layout)
       if not is_training:
@@ -441,7 +444,7 @@ class Runner:
   def _transfer_records(self, layout: list) -> list[dict]:
     """--transfer_file's examples (`FineTuningTask.transfer_examples`) as training records:
     their features, the training layout's fields they lack (the gold labels) zeros, which no
-    loss reads (the soft loss alone trains on them: `distillation.Settings`)."""
+    loss reads (the gold labels' loss skips them: `distillation.mark_gold`)."""
     path = self.distillation.transfer_file
     try:
       examples = self.task.transfer_examples(path)
@@ -654,7 +657,9 @@ class Runner:
           lambda ctx: self.dataset(records, args.train_batch_size, True, seed, ctx),
           run_dir, num_train_steps, steps_per_loop=args.iterations_per_loop,
           save_checkpoints_steps=args.save_checkpoints_steps, init_fn=self.init_fn,
-          jit_compile=args.jit_compile, count_fn=self.task.loss_counts,
+          jit_compile=args.jit_compile,
+          count_fn=(distillation.count_fn(self.task, self.distillation) if self.distillation
+                    else self.task.loss_counts),
           micro_batches=args.gradient_accumulation_steps)
     seconds = time.time() - start
     return built[-1], {"global_step": results["global_step"], "train_seconds": seconds,

@@ -165,8 +165,9 @@ def define_distillation_flags() -> None:
   flags.DEFINE_string("transfer_file", None,
                       "Distil on these unlabelled examples too, beside the training set: a "
                       "file in the layout of the task's prediction input (its test file, "
-                      "SQuAD's predict file; NER's words alone do), which the teacher labels (Turc et al.'s transfer "
-                      "data); the soft loss alone trains on them (--distill_weight=1).")
+                      "SQuAD's predict file; NER's words alone do), which the teacher labels "
+                      "(Turc et al.'s transfer data); the gold labels' loss (1 - "
+                      "--distill_weight) counts the training set's examples alone.")
 
 
 def define_accelerator_flags() -> None:
