@@ -188,7 +188,7 @@ def loss_fn(task, settings: Settings):
       return soft, {"soft_loss": soft}
     if settings.marks_gold:  # An update of transfer examples alone: 0 of 0 gold records.
       gold, metrics = task.loss(
-          _gold_only(features, features), _gold_only(outputs, features),
+          *_gold_only((features, outputs), features),
           {term[len(_GOLD_COUNT):]: tf.maximum(count, 1.0) for term, count in counts.items()
            if term.startswith(_GOLD_COUNT)})
     else:
