@@ -16,7 +16,9 @@ import entry_points
 from task_contract import Case, assert_a_student_moves_to_its_teacher
 from bert_tf import finetuning
 from bert_tf.finetuning import distillation
+from bert_tf.modeling import encoder
 from bert_tf.modeling.configs import BertConfig
+from bert_tf.tasks import multiple_choice
 from toys import VOCAB, make_sst2, make_stsb, tiny_config
 
 
@@ -118,6 +120,89 @@ def test_a_student_takes_the_chosen_teacher_layers_and_the_rest_of_the_teacher()
         intermediate_size=32, max_position_embeddings=16), (1,))
 
 
+def test_intermediate_losses_compare_mapped_layers_over_real_tokens():
+  """TinyBERT's losses by hand from the two encoders' own states: a 2-layer student of width 8
+  against a 4-layer teacher of width 16 (the uniform map: teacher blocks 1 and 3; the
+  student's states through its projection), means over the real tokens of an update's counts;
+  a student identical to its teacher has none; the projection learns."""
+  task = finetuning.build("classification", {"task_name": "SST-2", "labels": ["0", "1"]})
+  small = dict(vocab_size=100, num_attention_heads=2, max_position_embeddings=16)
+  teacher_config = BertConfig(hidden_size=16, num_hidden_layers=4, intermediate_size=32, **small)
+  config = BertConfig(hidden_size=8, num_hidden_layers=2, intermediate_size=16, **small)
+  intermediate = distillation.Intermediate(hidden_weight=2.0, attention_weight=3.0)
+  blocks = intermediate.teacher_blocks(4, 2)
+  assert blocks == (1, 3)
+  tf.keras.utils.set_random_seed(2)
+  teacher = task.build_model(teacher_config)
+  student = distillation.Student(task.build_model(config), config, teacher, teacher_config,
+                                 blocks)
+  settings = distillation.Settings("teacher", weight=1.0, intermediate=intermediate)
+  mask = np.array([[1, 1, 1, 1, 0], [1, 1, 0, 0, 0], [1, 1, 1, 0, 0]])
+  features = {"input_word_ids": tf.constant(mask * 7 + 1), "input_mask": tf.constant(mask),
+              "input_type_ids": tf.zeros_like(mask), "label_ids": tf.constant([[0], [1], [1]]),
+              "teacher_logits": tf.zeros([3, 2])}
+  counts = distillation.count_fn(task, settings)(features)
+  assert float(counts["input tokens"]) == 9.0
+  outputs = student(features, training=False)
+
+  def states(model, features):  # [embeddings, block outputs], [attention probabilities].
+    with encoder.recorded_blocks() as recorded:
+      model(features, training=False)
+    return ([recorded[0].input.numpy()] + [b.output.numpy() for b in recorded],
+            [b.attention.numpy() for b in recorded])
+  (s_hidden, s_attention), (t_hidden, t_attention) = states(student.checkpointed, features), \
+      states(teacher, features)
+  kernel, bias = (w.numpy() for w in student.projection.weights)
+  pairs = [(0, 0), (1, 2), (2, 4)]  # Hidden states: embeddings, then blocks 0->1, 1->3.
+  real = mask > 0
+  hidden = np.mean([((s_hidden[i] @ kernel + bias - t_hidden[j]) ** 2).mean(-1)[real].sum() / 9
+                    for i, j in pairs])
+  attention = np.mean([((s_attention[i] - t_attention[j]) ** 2).sum(-1).mean(1)[real].sum() / 9
+                       for i, j in ((0, 1), (1, 3))])
+  loss_fn = distillation.loss_fn(task, settings)
+  soft = float(distillation.loss_fn(task, distillation.Settings("teacher"))(
+      features, outputs["outputs"], counts)[0])
+  loss, metrics = loss_fn(features, outputs, counts)
+  np.testing.assert_allclose(float(metrics["hidden_loss"]), hidden, rtol=1e-5)
+  np.testing.assert_allclose(float(metrics["attention_loss"]), attention, rtol=1e-5)
+  np.testing.assert_allclose(float(loss), soft + 2 * hidden + 3 * attention, rtol=1e-5)
+  # The projection and the student learn; the teacher is no trainable weight of the student's.
+  with tf.GradientTape() as tape:
+    loss, _ = loss_fn(features, student(features, training=False), counts)
+  grads = tape.gradient(loss, student.trainable_variables)
+  assert len(student.trainable_variables) == len(
+      student.checkpointed.trainable_variables) + 2
+  assert all(g is not None for g in grads[-2:]) and float(tf.norm(grads[-1])) > 0
+  assert "hidden_projection" in student.checkpoint_items
+  # A student with its teacher's very layers (and the identity map) has nothing to learn.
+  twin = task.build_model(teacher_config)
+  twin.set_weights(teacher.get_weights())
+  same = distillation.Student(twin, teacher_config, teacher, teacher_config, (0, 1, 2, 3))
+  assert same.projection is None
+  _, metrics = loss_fn(features, same(features, training=False), counts)
+  assert float(metrics["hidden_loss"]) < 1e-10 and float(metrics["attention_loss"]) < 1e-10
+  # Multiple choice: records [batch, choices x seq], the encoder's rows each choice's.
+  choices = multiple_choice.build_model(config, 2)
+  twin = multiple_choice.build_model(config, 2)
+  twin.set_weights([w + 0.01 for w in choices.get_weights()])
+  rows = np.array([[1, 1, 1, 0, 1, 1, 0, 0], [1, 0, 0, 0, 1, 1, 1, 1]])  # 2 x [2 choices x 4].
+  features = {"input_word_ids": tf.constant(rows * 5 + 2), "input_mask": tf.constant(rows),
+              "input_type_ids": tf.zeros_like(rows)}
+  outputs = distillation.Student(choices, config, twin, config, (0, 1))(features)
+  (s_hidden, _), (t_hidden, _) = states(choices, features), states(twin, features)
+  real = rows.reshape(4, 4) > 0
+  hidden = np.mean([((s - t) ** 2).mean(-1)[real].sum() / 10
+                    for s, t in zip(s_hidden, t_hidden)])
+  np.testing.assert_allclose(float(distillation.intermediate_losses(
+      features, outputs, {"input tokens": 10.0})["hidden_loss"]), hidden, rtol=1e-5)
+  with pytest.raises(ValueError, match="--distill_layer_map: a student of 3 layers has no "
+                                       "uniform map onto the teacher's 4"):
+    intermediate.teacher_blocks(4, 3)
+  with pytest.raises(ValueError, match=r"--distill_layer_map=0,4: the teacher has blocks "
+                                       r"0\.\.3, not 4"):
+    distillation.Intermediate(1.0, 0.0, (0, 4)).teacher_blocks(4, 2)
+
+
 @pytest.mark.slow
 def test_run_classifier_distils_exports_and_refuses_in_one_line(tmp_path):
   """A toy SST-2 teacher (2 layers), then its student from layer 1 (--do_eval, --export_dir,
@@ -134,6 +219,14 @@ def test_run_classifier_distils_exports_and_refuses_in_one_line(tmp_path):
   common = ["--task_name=SST-2", f"--data_dir={tmp_path / 'sst2'}", "--max_seq_length=32",
             "--train_batch_size=8", "--learning_rate=5e-3"]
   distil = common + [f"--teacher_checkpoint={teacher}", "--do_train"]
+  config = dict(vocab_size=30522, hidden_size=16, num_hidden_layers=1, intermediate_size=48,
+                max_position_embeddings=64)
+  BertConfig(num_attention_heads=2, **config).to_json_file(str(tmp_path / "narrow.json"))
+  BertConfig(num_attention_heads=4, **config).to_json_file(str(tmp_path / "heads.json"))
+  # TinyBERT's losses: a student half the teacher's width, its last layer's states learned.
+  narrow = distil + [f"--output_dir={tmp_path / 'narrow'}", "--do_eval",
+                     f"--bert_config_file={tmp_path / 'narrow.json'}", "--num_train_epochs=1",
+                     "--distill_hidden_weight=1", "--distill_attention_weight=0.5"]
   runs = [
       common + [f"--output_dir={teacher}", f"--vocab_file={VOCAB}", "--do_train",
                 f"--bert_config_file={tiny_config(tmp_path / 'config.json', 2)}",
@@ -144,6 +237,7 @@ def test_run_classifier_distils_exports_and_refuses_in_one_line(tmp_path):
                 f"--export_dir={tmp_path / 'serving'}"],
       distil + [f"--output_dir={tmp_path / 'gold'}", "--init_from_teacher_layers=1",
                 "--num_train_epochs=1", "--distill_weight=0"],
+      narrow, narrow,  # Trains; then, finished, restores its checkpoint and evaluates again.
       ["--task_name=STS-B", f"--data_dir={tmp_path / 'stsb'}", "--max_seq_length=32",
        f"--teacher_checkpoint={teacher}", "--do_train", "--init_from_teacher_layers=1",
        f"--output_dir={tmp_path / 'refused'}"],
@@ -159,8 +253,15 @@ def test_run_classifier_distils_exports_and_refuses_in_one_line(tmp_path):
                 f"--output_dir={tmp_path / 'refused'}"],
       common + ["--do_train", f"--vocab_file={VOCAB}", f"--transfer_file={tmp_path / 'x.tsv'}",
                 f"--output_dir={tmp_path / 'refused'}"],
+      distil + ["--init_from_teacher_layers=1", "--distill_layer_map=1",
+                f"--output_dir={tmp_path / 'refused'}"],
+      distil + ["--init_from_teacher_layers=1", "--distill_hidden_weight=1",
+                "--distill_layer_map=2", f"--output_dir={tmp_path / 'refused'}"],
+      distil + [f"--bert_config_file={tmp_path / 'heads.json'}", "--distill_attention_weight=1",
+                f"--output_dir={tmp_path / 'refused'}"],
   ]
-  trained, distilled, gold, *refused = entry_points.run_cases("bert_tf.scripts.run_classifier", runs)
+  trained, distilled, gold, narrow, again, *refused = entry_points.run_cases(
+      "bert_tf.scripts.run_classifier", runs)
   assert trained.returncode == 0, trained.stderr[-3000:]
   assert distilled.returncode == 0, distilled.stderr[-3000:]
   with open(student / "bert_config.json", encoding="utf-8") as f:
@@ -170,7 +271,7 @@ def test_run_classifier_distils_exports_and_refuses_in_one_line(tmp_path):
   with open(student / "run_settings.json", encoding="utf-8") as f:
     assert json.load(f)["distillation"] == {
         "teacher": str(teacher), "temperature": 2.0, "weight": 0.5, "teacher_layers": [1],
-        "transfer_file": str(tmp_path / "sst2" / "test.tsv")}
+        "transfer_file": str(tmp_path / "sst2" / "test.tsv"), "intermediate": None}
   # The training set's 48 sentences and the test file's 10, the teacher's outputs in each;
   # the gold labels' loss reads the 48 alone.
   records = [tf.train.Example.FromString(record.numpy()).features.feature
@@ -184,6 +285,21 @@ def test_run_classifier_distils_exports_and_refuses_in_one_line(tmp_path):
       next(iter(tf.data.TFRecordDataset(str(tmp_path / "gold" / "train.tf_record")))).numpy())
   assert "teacher_logits" not in example.features.feature
   assert "teacher_input.tf_record" not in os.listdir(student)
+  # The narrow student trained beside its teacher; its checkpoints hold it as any model (it
+  # evaluated and, run again, restored), and the projection besides, not the teacher.
+  assert narrow.returncode == 0, narrow.stderr[-3000:]
+  assert again.returncode == 0 and "already trained" in again.stderr, again.stderr[-3000:]
+  with open(tmp_path / "narrow" / "run_settings.json", encoding="utf-8") as f:
+    assert json.load(f)["distillation"]["intermediate"] == {
+        "hidden_weight": 1.0, "attention_weight": 0.5, "layer_map": []}
+  saved = [name for name, _ in tf.train.list_variables(str(tmp_path / "narrow"))]
+  assert any(name.startswith("hidden_projection/") for name in saved), saved
+  # The student's alone (width 16, inner 48): no teacher's variable (32 wide).
+  sizes = {size for name, shape in tf.train.list_variables(str(tmp_path / "narrow"))
+           if not name.startswith("hidden_projection/") for size in shape}
+  assert 16 in sizes and 32 not in sizes, sizes
+  with open(tmp_path / "narrow" / "eval_results.json", encoding="utf-8") as f:
+    assert json.load(f)["best"]["eval_accuracy"] >= 0
   expected = [
       rf"--teacher_checkpoint={teacher}: .*: a teacher is a fine-tuned classification model",
       r"--init_from_teacher_layers=0,2: the teacher has layers 0\.\.1, not 2",
@@ -194,6 +310,9 @@ def test_run_classifier_distils_exports_and_refuses_in_one_line(tmp_path):
       r"--transfer_file with --distill_weight=0: the gold labels alone train, and its "
       r"examples have none",
       r"--transfer_file=.*x\.tsv without --teacher_checkpoint: a teacher labels its examples",
+      r"--distill_layer_map=1 without --distill_hidden_weight or --distill_attention_weight",
+      r"--distill_layer_map=2: the teacher has blocks 0\.\.1, not 2",
+      r"--distill_attention_weight=1\.0: the student has 4 attention heads, the teacher 2",
   ]
   for run, pattern in zip(refused, expected):
     lines = run.stderr.strip().splitlines()

@@ -34,6 +34,7 @@ import tensorflow as tf
 import tf_keras
 
 from bert_tf.finetuning import losses
+from bert_tf.modeling import encoder
 from bert_tf.modeling.configs import BertConfig
 from tfrecords import schema
 
@@ -43,6 +44,7 @@ PREFIX = "teacher_"
 # the training set's records, 0 for the transfer examples' (their label fields zeros).
 GOLD = "gold_labels"
 _GOLD_COUNT = "gold "  # The gold records' counts: "gold " + the task's term.
+_TOKENS = "input tokens"  # What the intermediate losses are means over: the real tokens.
 _LAYER = re.compile(r"transformer/layer_(\d+)")
 
 
@@ -64,18 +66,59 @@ class SoftTarget:
 
 
 @dataclasses.dataclass(frozen=True)
+class Intermediate:
+  """TinyBERT's intermediate losses (Jiao et al. 2019), each with its weight beside the soft
+  and gold losses: `hidden_weight` x the mean squared error of the hidden states (the
+  embeddings', then each student block's output against its teacher block's; the student's
+  through a learned projection where the widths differ), `attention_weight` x that of the
+  attention probabilities (each student block's against its teacher block's; the same heads),
+  each a mean over the real tokens (the keys summed, the heads and hidden units averaged) and
+  over the layers compared. `layer_map`: the teacher block (0-based) that each student block
+  learns; empty: TinyBERT's uniform map (of 6 teacher blocks, a 3-block student learns 1,3,5)."""
+  hidden_weight: float = 0.0
+  attention_weight: float = 0.0
+  layer_map: tuple[int, ...] = ()
+
+  def __post_init__(self):
+    for flag, value in (("hidden", self.hidden_weight), ("attention", self.attention_weight)):
+      if value < 0:
+        raise ValueError(f"--distill_{flag}_weight={value}: must be 0 or more")
+
+  def teacher_blocks(self, teacher_layers: int, student_layers: int) -> tuple[int, ...]:
+    """The teacher block that each student block learns: `layer_map`, else the uniform map.
+    ValueError naming --distill_layer_map."""
+    flag = f"--distill_layer_map={','.join(map(str, self.layer_map))}"
+    if not self.layer_map:
+      if teacher_layers % student_layers:
+        raise ValueError(f"--distill_layer_map: a student of {student_layers} layers has no "
+                         f"uniform map onto the teacher's {teacher_layers}: give one teacher "
+                         "block per student block")
+      step = teacher_layers // student_layers
+      return tuple(step * (i + 1) - 1 for i in range(student_layers))
+    if len(self.layer_map) != student_layers:
+      raise ValueError(f"{flag}: {len(self.layer_map)} teacher blocks for a student of "
+                       f"{student_layers} layers: one a student block")
+    bad = [i for i in self.layer_map if not 0 <= i < teacher_layers]
+    if bad:
+      raise ValueError(f"{flag}: the teacher has blocks 0..{teacher_layers - 1}, not {bad[0]}")
+    return self.layer_map
+
+
+@dataclasses.dataclass(frozen=True)
 class Settings:
   """How a student learns: its teacher (a fine-tuned model of the task, any form
   --init_checkpoint takes), the softmax temperature, the weight of the soft loss (1 - weight on
   the gold labels, on the records that have them), the teacher's layers that initialise the
   student's (one per student layer; empty: the student's own --init_checkpoint, or none), and
   unlabelled examples that the teacher labels beside the training set
-  (`FineTuningTask.transfer_examples`)."""
+  (`FineTuningTask.transfer_examples`); the intermediate losses, if any (None: none, and the
+  teacher does not run during training)."""
   teacher: str
   temperature: float = 1.0
   weight: float = 1.0
   teacher_layers: tuple[int, ...] = ()
   transfer_file: str | None = None
+  intermediate: Intermediate | None = None
 
   def __post_init__(self):
     if self.temperature <= 0:
@@ -117,8 +160,77 @@ def count_fn(task, settings: Settings):
     if settings.marks_gold:
       counts.update({_GOLD_COUNT + term: count for term, count in
                      task.loss_counts(_gold_only(features, features)).items()})
+    if settings.intermediate:
+      counts[_TOKENS] = tf.reduce_sum(tf.cast(features["input_mask"] > 0, tf.float32))
     return counts
   return fn
+
+
+class Student(tf_keras.Model):
+  """What a student trains as when intermediate losses count (`Intermediate`): the student
+  (a task model) and its teacher, frozen and dropout off, over the same batch. Outputs a dict:
+    outputs: the student's own outputs, as the task's model gives them;
+    hidden, teacher_hidden: the embeddings, then each student block's output (through the
+      projection to the teacher's width, if any) and its teacher block's: lists of float
+      [rows, seq, H], rows the encoder's (a multiple-choice batch's choices flattened);
+    attention, teacher_attention: each student block's attention probabilities and its teacher
+      block's: lists of float [rows, heads, seq, seq].
+  The training loop checkpoints and initialises `checkpointed`, the student, as any model it
+  trains, and the projection besides (`checkpoint_items`); the teacher comes from
+  --teacher_checkpoint every run, not from the student's checkpoints."""
+
+  def __init__(self, student: tf_keras.Model, config: BertConfig, teacher: tf_keras.Model,
+               teacher_config: BertConfig, teacher_blocks: tuple[int, ...]):
+    super().__init__(name="student_beside_teacher")
+    self.checkpointed, self.teacher, self.teacher_blocks = student, teacher, teacher_blocks
+    teacher.trainable = False
+    self.projection = None
+    if config.hidden_size != teacher_config.hidden_size:  # TinyBERT's W_h, one for all layers.
+      self.projection = tf_keras.layers.Dense(
+          teacher_config.hidden_size, kernel_initializer=encoder.initializer(config),
+          name="hidden_projection")
+      self.projection.build([None, None, config.hidden_size])
+
+  @property
+  def checkpoint_items(self) -> dict:
+    return {**self.checkpointed.checkpoint_items,
+            **({"hidden_projection": self.projection} if self.projection else {})}
+
+  def call(self, features: dict, training=None) -> dict:
+    with encoder.recorded_blocks() as blocks:
+      outputs = self.checkpointed(features, training=training)
+    with encoder.recorded_blocks() as teacher_blocks:
+      self.teacher(features, training=False)
+    teacher_blocks = [encoder.BlockStates(*map(tf.stop_gradient, (b.input, b.output,
+                                                                  b.attention)))
+                      for b in teacher_blocks]
+    project = self.projection or (lambda x: x)
+    return {"outputs": outputs,
+            "hidden": [project(state) for state in
+                       [blocks[0].input] + [block.output for block in blocks]],
+            "teacher_hidden": [teacher_blocks[0].input] + [teacher_blocks[i].output
+                                                           for i in self.teacher_blocks],
+            "attention": [block.attention for block in blocks],
+            "teacher_attention": [teacher_blocks[i].attention for i in self.teacher_blocks]}
+
+
+def intermediate_losses(features: dict, states: dict, counts: dict) -> dict[str, tf.Tensor]:
+  """{"hidden_loss", "attention_loss"} of a batch's `Student` outputs (`Intermediate`), each
+  a sum over the batch's real tokens divided by counts["input tokens"], the update's."""
+  def loss(student, teacher, error):
+    means = []
+    for s, t in zip(student, teacher):
+      errors = error(tf.square(tf.cast(s, tf.float32) - tf.cast(t, tf.float32)))
+      # input_mask [batch, (choices,) seq] as the encoder's rows: [rows, seq], as `errors`.
+      real = tf.reshape(features["input_mask"], tf.shape(errors)) > 0
+      means.append(losses.mean(errors * tf.cast(real, tf.float32), counts[_TOKENS]))
+    return tf.add_n(means) / len(means)
+  return {
+      "hidden_loss": loss(states["hidden"], states["teacher_hidden"],
+                          lambda e: tf.reduce_mean(e, -1)),
+      # [rows, heads, queries, keys] -> [rows, queries]: the keys summed, the heads averaged.
+      "attention_loss": loss(states["attention"], states["teacher_attention"],
+                             lambda e: tf.reduce_mean(tf.reduce_sum(e, -1), 1))}
 
 
 class TeacherOutputs:
@@ -175,26 +287,39 @@ def soft_loss(target: SoftTarget, teacher: tf.Tensor, temperature: float,
 def loss_fn(task, settings: Settings):
   """The student's loss (a `loop.LossFn`, its counts `count_fn`'s): the soft targets' mean
   soft loss, mixed with the task's own loss by `settings.weight`, over the records with gold
-  labels where they are marked; metrics: `soft_loss`, and the task's own with the gold labels'
-  loss (`label_loss`) where they count."""
+  labels where they are marked; plus the intermediate losses by their weights (the outputs
+  then a `Student`'s). Metrics: `soft_loss`; the task's own with the gold labels' loss
+  (`label_loss`) where they count; `hidden_loss` and `attention_loss` where they do."""
   counted = count_fn(task, settings)
+  intermediate = settings.intermediate
 
   def fn(features: dict, outputs, counts: dict | None = None):
     counts = counts or counted(features)
-    targets = task.soft_targets(features, outputs)
-    soft = tf.add_n([soft_loss(t, features[PREFIX + name], settings.temperature, counts)
-                     for name, t in targets.items()]) / len(targets)
-    if settings.weight == 1:
-      return soft, {"soft_loss": soft}
-    if settings.marks_gold:  # An update of transfer examples alone: 0 of 0 gold records.
-      gold, metrics = task.loss(
-          *_gold_only((features, outputs), features),
-          {term[len(_GOLD_COUNT):]: tf.maximum(count, 1.0) for term, count in counts.items()
-           if term.startswith(_GOLD_COUNT)})
-    else:
-      gold, metrics = task.loss(features, outputs, counts)
-    return (settings.weight * soft + (1 - settings.weight) * gold,
-            {**metrics, "soft_loss": soft, "label_loss": gold})
+    terms, metrics = [], {}
+    if intermediate:
+      states, outputs = outputs, outputs["outputs"]
+      for name, value in intermediate_losses(features, states, counts).items():
+        weight = getattr(intermediate, name.replace("_loss", "_weight"))
+        if weight:
+          terms.append(weight * value)
+          metrics[name] = value
+    if settings.weight > 0:  # At 0 the records hold no teacher's outputs.
+      targets = task.soft_targets(features, outputs)
+      soft = tf.add_n([soft_loss(t, features[PREFIX + name], settings.temperature, counts)
+                       for name, t in targets.items()]) / len(targets)
+      terms.append(settings.weight * soft)
+      metrics["soft_loss"] = soft
+    if settings.weight < 1:
+      if settings.marks_gold:  # An update of transfer examples alone: 0 of 0 gold records.
+        gold, task_metrics = task.loss(
+            *_gold_only((features, outputs), features),
+            {term[len(_GOLD_COUNT):]: tf.maximum(count, 1.0) for term, count in counts.items()
+             if term.startswith(_GOLD_COUNT)})
+      else:
+        gold, task_metrics = task.loss(features, outputs, counts)
+      terms.append((1 - settings.weight) * gold)
+      metrics.update(task_metrics, label_loss=gold)
+    return tf.add_n(terms), metrics
   return fn
 
 

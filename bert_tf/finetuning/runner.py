@@ -101,6 +101,10 @@ class RunArgs:
   distill_weight: float = 1.0
   init_from_teacher_layers: tuple[int, ...] = ()
   transfer_file: str | None = None
+  # TinyBERT's intermediate losses (`distillation.Intermediate`): 0 weights, none.
+  distill_hidden_weight: float = 0.0
+  distill_attention_weight: float = 0.0
+  distill_layer_map: tuple[int, ...] = ()
 
 
 # What a run's run_settings.json held without naming it, before the setting existed: until
@@ -342,9 +346,18 @@ class Runner:
       raise ValueError(f"--teacher_checkpoint: the {self.task.config.kind} task does not say "
                        "what of its outputs a student learns (FineTuningTask.soft_targets): it "
                        "cannot be distilled")
+    intermediate = None
+    if args.distill_hidden_weight or args.distill_attention_weight:
+      intermediate = distillation.Intermediate(
+          args.distill_hidden_weight, args.distill_attention_weight,
+          tuple(args.distill_layer_map))
+    elif args.distill_layer_map:
+      raise ValueError(f"--distill_layer_map={','.join(map(str, args.distill_layer_map))} "
+                       "without --distill_hidden_weight or --distill_attention_weight: it maps "
+                       "the layers that those losses compare")
     self.distillation = distillation.Settings(
         args.teacher_checkpoint, args.distill_temperature, args.distill_weight,
-        tuple(args.init_from_teacher_layers), args.transfer_file)
+        tuple(args.init_from_teacher_layers), args.transfer_file, intermediate)
     self.teacher_config, teacher_vocab = checkpoints.resolve_files(
         None, None, args.teacher_checkpoint, max_seq_length)
     layers = self.distillation.teacher_layers
@@ -369,6 +382,14 @@ class Runner:
       raise ValueError(f"--teacher_checkpoint={args.teacher_checkpoint}: its vocab "
                        f"({teacher_vocab}) is not the student's ({vocab_file}): the teacher "
                        "reads the student's token ids")
+    if intermediate:
+      intermediate.teacher_blocks(self.teacher_config.num_hidden_layers,
+                                  config.num_hidden_layers)  # A map that fits, or ValueError.
+      heads = config.num_attention_heads, self.teacher_config.num_attention_heads
+      if intermediate.attention_weight and heads[0] != heads[1]:
+        raise ValueError(f"--distill_attention_weight={intermediate.attention_weight}: the "
+                         f"student has {heads[0]} attention heads, the teacher {heads[1]}: "
+                         "their attention compares head by head (or leave it 0)")
     return config, vocab_file
 
   def _check_teacher(self) -> None:
@@ -643,7 +664,16 @@ class Runner:
     def model_fn():
       with encoder.recomputed_blocks(args.recompute_layers):
         built.append(self.task.build_model(self.bert_config))
-      return built[-1]
+      intermediate = self.distillation and self.distillation.intermediate
+      if not intermediate:
+        return built[-1]
+      # The intermediate losses read the teacher's states at every step: it trains beside.
+      teacher = self.task.build_model(self.teacher_config)
+      self.load(teacher, args.teacher_checkpoint, self.teacher_head, strict=True)
+      return distillation.Student(
+          built[-1], self.bert_config, teacher, self.teacher_config,
+          intermediate.teacher_blocks(self.teacher_config.num_hidden_layers,
+                                      self.bert_config.num_hidden_layers))
 
     start = time.time()
     with datasets.naming_damaged_file([records.path]):
@@ -653,7 +683,8 @@ class Runner:
               learning_rate, num_train_steps, num_warmup_steps,
               loss_scaling=args.mixed_precision == "fp16"),
           (distillation.loss_fn(self.task, self.distillation)
-           if self.distillation and self.distillation.weight > 0 else self.task.loss),
+           if self.distillation and (self.distillation.weight > 0 or
+                                     self.distillation.intermediate) else self.task.loss),
           lambda ctx: self.dataset(records, args.train_batch_size, True, seed, ctx),
           run_dir, num_train_steps, steps_per_loop=args.iterations_per_loop,
           save_checkpoints_steps=args.save_checkpoints_steps, init_fn=self.init_fn,

@@ -17,6 +17,7 @@ block-diagonal and position ids restart per sequence, so each sequence's outputs
 would have alone in a row. The same variables: a checkpoint does not know how it was trained.
 """
 import contextlib
+import dataclasses
 import math
 
 import tensorflow as tf
@@ -173,9 +174,26 @@ class TransformerEncoderBlock(layers.TransformerEncoderBlock):
     # `training` argument would change the Model Garden's signature (which Keras's SavedModel
     # writer traces once per value). A Python True is the training loop's; functional
     # construction and inference build the plain block.
-    if not (self._recompute and base_layer_utils.call_context().training is True):
+    training = base_layer_utils.call_context().training is True
+    if _recorded is not None:
+      return self._recorded_call(inputs, output_range, training)
+    if not (self._recompute and training):
       return super().call(inputs, output_range)
     return self._recomputed_call(inputs, output_range)
+
+  def _recorded_call(self, inputs, output_range, training: bool):
+    """The plain call, its states appended to `recorded_blocks`' list."""
+    if self._recompute and training:
+      # A recomputed block's states live in tf.recompute_grad's own function, out of reach.
+      raise ValueError("--recompute_layers with distillation's intermediate losses: the "
+                       "recomputed blocks' states cannot be read; train without one of them")
+    previous, self._return_attention_scores = self._return_attention_scores, True
+    try:
+      output, attention = super().call(inputs, output_range)
+    finally:
+      self._return_attention_scores = previous
+    _recorded.append(BlockStates(inputs[0], output, attention))
+    return output
 
   def _recomputed_call(self, inputs, output_range):
     """The block under `tf.recompute_grad`: its activations are not kept for the backward
@@ -223,6 +241,18 @@ def _dropout_generators(block: tf_keras.layers.Layer) -> list[tf.random.Generato
 
 # Set by `recomputed_blocks`, read by each TransformerEncoderBlock as it is made.
 _recompute_blocks = False
+# Set by `recorded_blocks`: the list that each TransformerEncoderBlock called appends to.
+_recorded = None
+
+
+@dataclasses.dataclass(frozen=True)
+class BlockStates:
+  """What one call of a Transformer block computed (`recorded_blocks`): its input and output
+  hidden states, float [batch, seq, H], and its attention probabilities, float
+  [batch, heads, seq (queries), seq (keys)] (before attention dropout)."""
+  input: tf.Tensor
+  output: tf.Tensor
+  attention: tf.Tensor
 
 
 @contextlib.contextmanager
@@ -241,6 +271,21 @@ def recomputed_blocks(enabled: bool = True):
     yield
   finally:
     _recompute_blocks = previous
+
+
+@contextlib.contextmanager
+def recorded_blocks():
+  """Yields a list to which each Transformer block called inside this context appends its
+  `BlockStates`, in call order: what distillation's intermediate losses compare (the
+  embeddings are the first block's input). The block computes them anyway; its output and the
+  model's are unchanged. The tensors are the calling graph's: read them in the function that
+  called the model."""
+  global _recorded
+  previous, _recorded = _recorded, []
+  try:
+    yield _recorded
+  finally:
+    _recorded = previous
 
 
 @contextlib.contextmanager

@@ -168,6 +168,21 @@ def define_distillation_flags() -> None:
                       "SQuAD's predict file; NER's words alone do), which the teacher labels "
                       "(Turc et al.'s transfer data); the gold labels' loss (1 - "
                       "--distill_weight) counts the training set's examples alone.")
+  flags.DEFINE_float("distill_hidden_weight", 0.0,
+                     "TinyBERT's hidden-state loss at this weight, beside the others: the mean "
+                     "squared error of the embeddings and of each student layer's output "
+                     "against its teacher layer's (through a learned projection where the "
+                     "widths differ). The teacher then runs at every training step.",
+                     lower_bound=0.0)
+  flags.DEFINE_float("distill_attention_weight", 0.0,
+                     "TinyBERT's attention loss at this weight: the mean squared error of "
+                     "each student layer's attention probabilities against its teacher "
+                     "layer's (the same number of heads). The teacher then runs at every "
+                     "training step.", lower_bound=0.0)
+  flags.DEFINE_list("distill_layer_map", [],
+                    "The teacher layer (0-based) that each student layer learns in the "
+                    "intermediate losses; default TinyBERT's uniform map (a 3-layer student "
+                    "of a 6-layer teacher: 1,3,5).")
 
 
 def define_accelerator_flags() -> None:
@@ -207,13 +222,13 @@ def learning_rates() -> tuple[float, ...]:
   return rates
 
 
-def teacher_layers() -> tuple[int, ...]:
-  """--init_from_teacher_layers' comma-separated layer numbers."""
+def layer_numbers(flag: str) -> tuple[int, ...]:
+  """A list flag's comma-separated layer numbers (--init_from_teacher_layers...)."""
   try:
-    return tuple(int(v) for v in FLAGS.init_from_teacher_layers)
+    return tuple(int(v) for v in FLAGS[flag].value)
   except ValueError:
-    raise ValueError(f"--init_from_teacher_layers={','.join(FLAGS.init_from_teacher_layers)}: "
-                     "not a comma-separated list of layer numbers") from None
+    raise ValueError(f"--{flag}={','.join(FLAGS[flag].value)}: not a comma-separated list "
+                     "of layer numbers") from None
 
 
 def check_data_outside_output(task, args) -> None:
@@ -236,7 +251,8 @@ def fine_tune(kind: str) -> dict:
   task = finetuning.build(kind, {name: FLAGS[name].value for name in fields if name in FLAGS},
                      **{name: FLAGS[name].value for name in task_class.input_args})
   args = args_from_flags(runner.RunArgs, learning_rates=learning_rates(),
-                         init_from_teacher_layers=teacher_layers())
+                         init_from_teacher_layers=layer_numbers("init_from_teacher_layers"),
+                         distill_layer_map=layer_numbers("distill_layer_map"))
   strategy = strategy_from_flags()
   check_data_outside_output(task, args)
   return runner.run(task, args, strategy, exporter=tf_serving.export)

@@ -466,11 +466,20 @@ def _all_finite(variables) -> tf.Tensor:
   return tf.reduce_all([tf.reduce_all(tf.math.is_finite(v)) for v in variables])
 
 
+def checkpointed(model: tf_keras.Model) -> tf_keras.Model:
+  """The model a training model stands for: itself, or the one it wraps (its `checkpointed`:
+  a distilled student beside its teacher), which checkpoints hold as `model` and init_fn
+  initialises."""
+  return getattr(model, "checkpointed", model)
+
+
 def checkpoint(model: tf_keras.Model, global_step: tf.Variable, **items) -> tf.train.Checkpoint:
-  """The model (also under its `checkpoint_items` names, e.g. `encoder`, for fine-tuning to
-  read), the global step, and any other trackables (the optimizer)."""
+  """The model (`checkpointed`; also under the training model's `checkpoint_items` names, e.g.
+  `encoder`, for fine-tuning to read), the global step, and any other trackables (the
+  optimizer)."""
   model_items = getattr(model, "checkpoint_items", {})
-  return tf.train.Checkpoint(model=model, global_step=global_step, **model_items, **items)
+  return tf.train.Checkpoint(model=checkpointed(model), global_step=global_step, **model_items,
+                             **items)
 
 
 def _restore(checkpoint: tf.train.Checkpoint, output_dir: str, model: tf_keras.Model,
@@ -500,7 +509,7 @@ def _restore(checkpoint: tf.train.Checkpoint, output_dir: str, model: tf_keras.M
     checkpoints.read_checkpoint(checkpoint, continue_from)
     logging.info("continuing from %s", continue_from)
   elif init_fn is not None:
-    init_fn(model)
+    init_fn(checkpointed(model))
 
 
 class _Saver:
@@ -573,7 +582,9 @@ def train(strategy: tf.distribute.Strategy,
 
   Args:
     strategy: from `distribute.get_strategy`.
-    model_fn: builds the model, variables created (called in strategy.scope()).
+    model_fn: builds the model, variables created (called in strategy.scope()): what the step
+      trains, its outputs what loss_fn reads; it may wrap the model that checkpoints hold
+      (`checkpointed`).
     optimizer_fn: builds the optimizer (in strategy.scope()), a tf_keras legacy one as
       `optimization.create_optimizer` returns; its `iterations` is the step.
     loss_fn: (features, model outputs, counts) -> (loss, {name: scalar metric}), each term
@@ -586,8 +597,8 @@ def train(strategy: tf.distribute.Strategy,
       progress_seconds).
     save_checkpoints_steps: a checkpoint at every multiple of this, and at the end.
     keep_checkpoint_max: checkpoints kept in output_dir.
-    init_fn: called with the model when output_dir holds no checkpoint (e.g. to load
-      --init_checkpoint).
+    init_fn: called with the model (`checkpointed`) when output_dir holds no checkpoint
+      (e.g. to load --init_checkpoint).
     jit_compile: compile the forward and backward pass with XLA.
     count_fn: features -> {term: what it is a mean over}; by default the records.
     micro_batches: a replica's batch (a dict) is taken in this many equal micro-batches,
@@ -714,7 +725,7 @@ def evaluate(strategy: tf.distribute.Strategy,
   if latest:
     checkpoints.read_checkpoint(checkpoint(model, global_step), latest, partial=True)
   elif init_fn is not None:
-    init_fn(model)
+    init_fn(checkpointed(model))
   else:
     raise FileNotFoundError(f"no checkpoint to evaluate in {output_dir} (and no init "
                             f"checkpoint)")
