@@ -25,6 +25,11 @@ divergence from the teacher's distribution at temperature T to the student's, ti
 (Hinton et al.: the gradients' scale kept whatever T; 0 when the student matches), of a score
 the squared error; each a mean over what the task's loss counts (records, or NER's labelled
 tokens: `counts`), the targets' losses averaged.
+
+TinyBERT's intermediate losses (`Intermediate`) compare the two encoders' hidden states and
+attention over a layer map. They are not stored: a record's states would weigh megabytes. The
+teacher runs beside the student at every step instead (`Student`), which then costs about a
+teacher's forward pass more.
 """
 import dataclasses
 import re
