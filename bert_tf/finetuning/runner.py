@@ -297,6 +297,10 @@ class Runner:
     if args.transfer_file and not args.teacher_checkpoint:
       raise ValueError(f"--transfer_file={args.transfer_file} without --teacher_checkpoint: "
                        "a teacher labels its examples")
+    for flag in ("distill_hidden_weight", "distill_attention_weight", "distill_layer_map"):
+      if getattr(args, flag) and not args.teacher_checkpoint:
+        raise ValueError(f"--{flag} without --teacher_checkpoint: it compares the student's "
+                         "layers with a teacher's")
     if args.teacher_checkpoint:
       self.bert_config, vocab_file = self._student_files()
       self._check_teacher()
