@@ -261,6 +261,8 @@ def test_run_classifier_distils_exports_and_refuses_in_one_line(tmp_path):
                 f"--output_dir={tmp_path / 'refused'}"],
       common + ["--do_train", f"--vocab_file={VOCAB}", "--distill_hidden_weight=1",
                 f"--output_dir={tmp_path / 'refused'}"],
+      distil + ["--init_from_teacher_layers=1", "--distill_hidden_weight=1",
+                "--recompute_layers", f"--output_dir={tmp_path / 'refused'}"],
   ]
   trained, distilled, gold, narrow, again, *refused = entry_points.run_cases(
       "bert_tf.scripts.run_classifier", runs)
@@ -316,7 +318,9 @@ def test_run_classifier_distils_exports_and_refuses_in_one_line(tmp_path):
       r"--distill_layer_map=2: the teacher has blocks 0\.\.1, not 2",
       r"--distill_attention_weight=1\.0: the student has 4 attention heads, the teacher 2",
       r"--distill_hidden_weight without --teacher_checkpoint: it compares the student's layers",
+      r"--recompute_layers with --distill_hidden_weight or --distill_attention_weight",
   ]
+  assert len(refused) == len(expected)
   for run, pattern in zip(refused, expected):
     lines = run.stderr.strip().splitlines()
     assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr[-3000:]

@@ -206,17 +206,15 @@ class Student(tf_keras.Model):
       outputs = self.checkpointed(features, training=training)
     with encoder.recorded_blocks() as teacher_blocks:
       self.teacher(features, training=False)
-    teacher_blocks = [encoder.BlockStates(*map(tf.stop_gradient, (b.input, b.output,
-                                                                  b.attention)))
-                      for b in teacher_blocks]
+    mapped = [teacher_blocks[i] for i in self.teacher_blocks]
     project = self.projection or (lambda x: x)
+    held = lambda states: [tf.stop_gradient(state) for state in states]  # Targets, not weights.
     return {"outputs": outputs,
             "hidden": [project(state) for state in
                        [blocks[0].input] + [block.output for block in blocks]],
-            "teacher_hidden": [teacher_blocks[0].input] + [teacher_blocks[i].output
-                                                           for i in self.teacher_blocks],
+            "teacher_hidden": held([teacher_blocks[0].input] + [b.output for b in mapped]),
             "attention": [block.attention for block in blocks],
-            "teacher_attention": [teacher_blocks[i].attention for i in self.teacher_blocks]}
+            "teacher_attention": held([b.attention for b in mapped])}
 
 
 def intermediate_losses(features: dict, states: dict, counts: dict) -> dict[str, tf.Tensor]:

@@ -389,6 +389,10 @@ class Runner:
     if intermediate:
       intermediate.teacher_blocks(self.teacher_config.num_hidden_layers,
                                   config.num_hidden_layers)  # A map that fits, or ValueError.
+      if args.recompute_layers:  # `encoder.recorded_blocks` cannot read a recomputed block.
+        raise ValueError("--recompute_layers with --distill_hidden_weight or "
+                         "--distill_attention_weight: the recomputed layers' states cannot be "
+                         "compared; train without one of them")
       heads = config.num_attention_heads, self.teacher_config.num_attention_heads
       if intermediate.attention_weight and heads[0] != heads[1]:
         raise ValueError(f"--distill_attention_weight={intermediate.attention_weight}: the "
