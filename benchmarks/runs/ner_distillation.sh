@@ -15,6 +15,9 @@
 # *_x<its name>_s<seed>, gold-only ones too, whose epochs come from the distilled run's record
 # counts; runs/ner_transfer_text.py writes such a file: test.txt's words, then Wikipedia's).
 # EPOCHS=2 distils twice over the records (runs *_e2_s<seed>, gold-only ones the same steps).
+# HIDDEN=1 ATTENTION=1 add TinyBERT's intermediate losses at those weights, the uniform layer
+# map (runs *_h<w>_a<w>_s<seed>; the gold-only twins are the runs without them), or MAP=0,2,4
+# (runs *_h<w>_a<w>_m024_s<seed>).
 #
 # Needs .venv (make install). On 2 cores: the teacher (3 epochs, 1,316 steps) ~59 min; a
 # distilled student (546 steps) ~20 min, 7 of them the teacher's one pass over its records; a
@@ -46,17 +49,22 @@ run teacher --init_checkpoint="$MINILM" --num_train_epochs=3 --seed=12345
 T=${TEMPERATURE:-1}
 WEIGHT=${WEIGHT:-1}
 DISTILLED=distill_w$WEIGHT$([ "$T" = 1 ] || echo "_t$T")
+HIDDEN=${HIDDEN:-0} ATTENTION=${ATTENTION:-0}
+MAP=${MAP:-}
+INTERMEDIATE=$([ "$HIDDEN$ATTENTION" = 00 ] || echo "_h${HIDDEN}_a$ATTENTION")$([ -z "$MAP" ] || echo "_m${MAP//,/}")
 TRANSFER=${TRANSFER:-$D/test.txt}
 X=$([ "$TRANSFER" = "$D/test.txt" ] || basename "$TRANSFER" .txt | sed 's/^/_x/')
 EPOCHS=${EPOCHS:-1}
 X=$X$([ "$EPOCHS" = 1 ] || echo "_e$EPOCHS")
 for s in ${SEEDS:-1 2 3}; do
-  run ${DISTILLED}${X}_s$s $STUDENT --distill_weight=$WEIGHT --distill_temperature=$T \
+  run ${DISTILLED}${X}${INTERMEDIATE}_s$s $STUDENT --distill_weight=$WEIGHT \
+    --distill_temperature=$T --distill_hidden_weight=$HIDDEN --distill_attention_weight=$ATTENTION \
+    --distill_layer_map=$MAP \
     --transfer_file="$TRANSFER" --num_train_epochs=$EPOCHS --seed=$s
   # The distilled run's steps: EPOCHS x (train + transfer records) / train records epochs of
   # train.txt.
   GOLD_EPOCHS=$(sed -nE 's/.*train: [0-9]+ examples, ([0-9]+) features \+ ([0-9]+) of --transfer_file.*/\1 \2/p' \
-    "$W/${DISTILLED}${X}_s$s.log" | head -1 | awk -v e="$EPOCHS" '{ printf "%.6f", e * ($1 + $2) / $1 }')
+    "$W/${DISTILLED}${X}${INTERMEDIATE}_s$s.log" | head -1 | awk -v e="$EPOCHS" '{ printf "%.6f", e * ($1 + $2) / $1 }')
   run gold${X}_s$s $STUDENT --distill_weight=0 --num_train_epochs=$GOLD_EPOCHS --seed=$s
 done
 
