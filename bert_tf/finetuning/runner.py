@@ -386,9 +386,9 @@ class Runner:
       raise ValueError(f"--teacher_checkpoint={args.teacher_checkpoint}: its vocab "
                        f"({teacher_vocab}) is not the student's ({vocab_file}): the teacher "
                        "reads the student's token ids")
-    if intermediate:
-      intermediate.teacher_blocks(self.teacher_config.num_hidden_layers,
-                                  config.num_hidden_layers)  # A map that fits, or ValueError.
+    if intermediate:  # The teacher block each student block learns; ValueError if none fits.
+      self.teacher_blocks = intermediate.teacher_blocks(self.teacher_config.num_hidden_layers,
+                                                        config.num_hidden_layers)
       if args.recompute_layers:  # `encoder.recorded_blocks` cannot read a recomputed block.
         raise ValueError("--recompute_layers with --distill_hidden_weight or "
                          "--distill_attention_weight: the recomputed layers' states cannot be "
@@ -672,16 +672,13 @@ class Runner:
     def model_fn():
       with encoder.recomputed_blocks(args.recompute_layers):
         built.append(self.task.build_model(self.bert_config))
-      intermediate = self.distillation and self.distillation.intermediate
-      if not intermediate:
+      if not (self.distillation and self.distillation.intermediate):
         return built[-1]
       # The intermediate losses read the teacher's states at every step: it trains beside.
       teacher = self.task.build_model(self.teacher_config)
       self.load(teacher, args.teacher_checkpoint, self.teacher_head, strict=True)
-      return distillation.Student(
-          built[-1], self.bert_config, teacher, self.teacher_config,
-          intermediate.teacher_blocks(self.teacher_config.num_hidden_layers,
-                                      self.bert_config.num_hidden_layers))
+      return distillation.Student(built[-1], self.bert_config, teacher, self.teacher_config,
+                                  self.teacher_blocks)
 
     start = time.time()
     with datasets.naming_damaged_file([records.path]):
