@@ -18,8 +18,10 @@ task's name, its settings, and toy data to build it on) and inherits one test pe
   - a student distilled from a fine-tuned teacher of the task (`finetuning.distillation`)
     moves its outputs to the teacher's: its soft loss against the teacher's outputs falls to
     a fraction of a fresh student's, on every output the task distils; where the task reads
-    transfer data, its prediction file's examples train beside the training set (once a task
-    kind: a case may distil as another of its kind, `Case.distils_as`).
+    transfer data, its prediction file's examples train beside the training set; the teacher
+    run beside the student (for the intermediate losses) gives the soft targets that the
+    records hold (once a task kind: a case may distil as another of its kind,
+    `Case.distils_as`).
 """
 import dataclasses
 from typing import Callable
@@ -269,8 +271,22 @@ def assert_a_student_moves_to_its_teacher(case: Case, tmp_path, vocab_file: str,
   fresh = task.build_model(student_config)
   trained = runner.load_trained(args.output_dir)[1]
   for name in task.soft_targets(batch, fresh(batch, training=False)):
+    targets = [task.soft_targets(batch, model(batch, training=False))[name]
+               for model in (fresh, trained)]
     before, after = (float(distillation.soft_loss(
-        task.soft_targets(batch, model(batch, training=False))[name],
-        batch[distillation.PREFIX + name], 1.0, task.loss_counts(batch)))
-        for model in (fresh, trained))
+        target, distillation.stored_logits(target, batch[distillation.PREFIX + name]), 1.0,
+        task.loss_counts(batch))) for target in targets)
     assert after < 0.3 * before, (name, before, after)
+  # With the intermediate losses the teacher runs beside the student (`distillation.Student`)
+  # and its soft targets come from there: the same as the records', on the positions a loss
+  # reads (past the labelling batch's cut a stored position is padding, with no mass).
+  teacher = runner.load_trained(args.teacher_checkpoint)[1]
+  beside = distillation.Student(trained, student_config, teacher, tiny_bert_config, (0,))
+  for name, target in task.soft_targets(batch, beside(batch)["teacher_outputs"]).items():
+    stored = distillation.stored_logits(target, batch[distillation.PREFIX + name]).numpy()
+    read = np.ones(stored.shape, bool)
+    if target.kind == "positions":
+      read = batch["input_mask"].numpy() > 0
+    elif target.kind == "tokens":
+      read = np.broadcast_to(target.weights.numpy()[..., None], stored.shape)
+    np.testing.assert_allclose(target.logits.numpy()[read], stored[read], atol=1e-4)

@@ -44,7 +44,8 @@ def test_the_soft_loss_is_the_kl_at_a_temperature_times_its_square():
   np.testing.assert_allclose(
       distillation.soft_loss(score, tf.constant(teacher[:, :1], tf.float32), 1.0, counts),
       np.square(student[:, 0] - teacher[:, 0]).mean(), rtol=1e-5)
-  # Per token: the teacher stored [classes, seq] (positions last), weighed positions only.
+  # Per token: the teacher stored [classes, seq] (positions last) and read back as the
+  # student's [seq, classes]; weighed positions only.
   weights = tf.constant([[1, 0, 1, 0, 0]] * 2)
   student_tokens = np.stack([student, student[::-1]])  # [2, 5, 3]
   teacher_tokens = np.stack([teacher, teacher[::-1]])
@@ -53,8 +54,24 @@ def test_the_soft_loss_is_the_kl_at_a_temperature_times_its_square():
   stored = tf.constant(teacher_tokens.transpose(0, 2, 1).reshape(2, -1), tf.float32)
   log_t, log_s = _log_softmax(teacher_tokens), _log_softmax(student_tokens)
   kl = (np.exp(log_t) * (log_t - log_s)).sum(-1) * weights.numpy()
-  np.testing.assert_allclose(distillation.soft_loss(tokens, stored, 1.0, counts),
-                             kl.sum() / 2, rtol=1e-5)
+  np.testing.assert_allclose(distillation.soft_loss(
+      tokens, distillation.stored_logits(tokens, stored), 1.0, counts), kl.sum() / 2, rtol=1e-5)
+  # Positions stored from a batch cut at 3 of 6 and read by one cut at 5: the padding past the
+  # teacher's cut takes no mass, whatever the temperature.
+  class Spans:
+    def soft_targets(self, features, outputs):
+      return {"start_logits": distillation.SoftTarget("positions", outputs)}
+  teacher, student = rng.normal(size=[2, 4, 5]) * 3
+  stored = distillation.TeacherOutputs(Spans(), 6)(
+      {}, tf.constant(teacher[:, :3], tf.float32))["teacher_start_logits"]
+  assert stored.shape == (4, 6)
+  start = distillation.SoftTarget("positions", tf.constant(student, tf.float32))
+  read = distillation.stored_logits(start, stored[:, :5])
+  assert float(tf.reduce_max(tf.nn.softmax(read / 4.0)[:, 3:])) == 0.0
+  log_t, log_s = _log_softmax(teacher[:, :3] / 4), _log_softmax(student / 4)
+  np.testing.assert_allclose(  # The KL over the teacher's 3 positions.
+      distillation.soft_loss(start, read, 4.0, {"records": 4.0}),
+      (np.exp(log_t) * (log_t - log_s[:, :3])).sum(-1).mean() * 16, rtol=1e-5)
 
 
 def test_gold_labels_mix_in_on_the_records_that_have_them():
@@ -124,7 +141,8 @@ def test_intermediate_losses_compare_mapped_layers_over_real_tokens():
   """TinyBERT's losses by hand from the two encoders' own states: a 2-layer student of width 8
   against a 4-layer teacher of width 16 (the uniform map: teacher blocks 1 and 3; the
   student's states through its projection), means over the real tokens of an update's counts;
-  a student identical to its teacher has none; the projection learns."""
+  the soft loss from the teacher beside it, as from stored targets; a student identical to its
+  teacher has none; the projection learns."""
   task = finetuning.build("classification", {"task_name": "SST-2", "labels": ["0", "1"]})
   small = dict(vocab_size=100, num_attention_heads=2, max_position_embeddings=16)
   teacher_config = BertConfig(hidden_size=16, num_hidden_layers=4, intermediate_size=32, **small)
@@ -134,16 +152,23 @@ def test_intermediate_losses_compare_mapped_layers_over_real_tokens():
   assert blocks == (1, 3)
   tf.keras.utils.set_random_seed(2)
   teacher = task.build_model(teacher_config)
+  inside = {id(v) for v in teacher.checkpoint_items["encoder"].variables}
+  for head in [v for v in teacher.variables if id(v) not in inside]:
+    head.assign(head * 50)  # Logits far from a fresh student's: a soft loss to compare.
   student = distillation.Student(task.build_model(config), config, teacher, teacher_config,
                                  blocks)
   settings = distillation.Settings("teacher", weight=1.0, intermediate=intermediate)
   mask = np.array([[1, 1, 1, 1, 0], [1, 1, 0, 0, 0], [1, 1, 1, 0, 0]])
   features = {"input_word_ids": tf.constant(mask * 7 + 1), "input_mask": tf.constant(mask),
-              "input_type_ids": tf.zeros_like(mask), "label_ids": tf.constant([[0], [1], [1]]),
-              "teacher_logits": tf.zeros([3, 2])}
+              "input_type_ids": tf.zeros_like(mask), "label_ids": tf.constant([[0], [1], [1]])}
   counts = distillation.count_fn(task, settings)(features)
   assert float(counts["input tokens"]) == 9.0
   outputs = student(features, training=False)
+  # The soft targets come from the teacher beside the student, as the labelling pass would
+  # have stored them (`TeacherOutputs`), which these records do not hold.
+  features["teacher_logits"] = distillation.TeacherOutputs(task, 5)(
+      features, teacher(features, training=False))["teacher_logits"]
+  np.testing.assert_allclose(outputs["teacher_outputs"], features["teacher_logits"], rtol=1e-6)
 
   def states(model, features):  # [embeddings, block outputs], [attention probabilities].
     with encoder.recorded_blocks() as recorded:
@@ -162,7 +187,10 @@ def test_intermediate_losses_compare_mapped_layers_over_real_tokens():
   loss_fn = distillation.loss_fn(task, settings)
   soft = float(distillation.loss_fn(task, distillation.Settings("teacher"))(
       features, outputs["outputs"], counts)[0])
-  loss, metrics = loss_fn(features, outputs, counts)
+  loss, metrics = loss_fn({k: v for k, v in features.items() if k != "teacher_logits"},
+                          outputs, counts)
+  assert soft > 0.01
+  np.testing.assert_allclose(float(metrics["soft_loss"]), soft, rtol=1e-5)
   np.testing.assert_allclose(float(metrics["hidden_loss"]), hidden, rtol=1e-5)
   np.testing.assert_allclose(float(metrics["attention_loss"]), attention, rtol=1e-5)
   np.testing.assert_allclose(float(loss), soft + 2 * hidden + 3 * attention, rtol=1e-5)
@@ -181,6 +209,7 @@ def test_intermediate_losses_compare_mapped_layers_over_real_tokens():
   assert same.projection is None
   _, metrics = loss_fn(features, same(features, training=False), counts)
   assert float(metrics["hidden_loss"]) < 1e-10 and float(metrics["attention_loss"]) < 1e-10
+  assert abs(float(metrics["soft_loss"])) < 1e-6
   # Multiple choice: records [batch, choices x seq], the encoder's rows each choice's.
   choices = multiple_choice.build_model(config, 2)
   twin = multiple_choice.build_model(config, 2)
@@ -282,6 +311,7 @@ def test_run_classifier_distils_exports_and_refuses_in_one_line(tmp_path):
              for record in tf.data.TFRecordDataset(str(student / "train.tf_record"))]
   assert [r[distillation.GOLD].int64_list.value[0] for r in records] == [1] * 48 + [0] * 10
   assert len(records[-1]["teacher_logits"].float_list.value) == 2
+  assert "the teacher's outputs (teacher_logits) of 58 training features" in distilled.stderr
   assert os.listdir(tmp_path / "serving") == ["1"]
   # --distill_weight=0: the teacher's layers, the gold labels alone, no teacher's outputs.
   assert gold.returncode == 0, gold.stderr[-3000:]
@@ -289,9 +319,14 @@ def test_run_classifier_distils_exports_and_refuses_in_one_line(tmp_path):
       next(iter(tf.data.TFRecordDataset(str(tmp_path / "gold" / "train.tf_record")))).numpy())
   assert "teacher_logits" not in example.features.feature
   assert "teacher_input.tf_record" not in os.listdir(student)
-  # The narrow student trained beside its teacher; its checkpoints hold it as any model (it
+  # The narrow student trained beside its teacher, which gave the soft targets at each step:
+  # no labelling pass, none in its records. Its checkpoints hold it as any model (it
   # evaluated and, run again, restored), and the projection besides, not the teacher.
   assert narrow.returncode == 0, narrow.stderr[-3000:]
+  assert "the teacher's outputs" not in narrow.stderr
+  example = tf.train.Example.FromString(
+      next(iter(tf.data.TFRecordDataset(str(tmp_path / "narrow" / "train.tf_record")))).numpy())
+  assert "teacher_logits" not in example.features.feature
   assert again.returncode == 0 and "already trained" in again.stderr, again.stderr[-3000:]
   with open(tmp_path / "narrow" / "run_settings.json", encoding="utf-8") as f:
     assert json.load(f)["distillation"]["intermediate"] == {

@@ -29,7 +29,8 @@ tokens: `counts`), the targets' losses averaged.
 TinyBERT's intermediate losses (`Intermediate`) compare the two encoders' hidden states and
 attention over a layer map. They are not stored: a record's states would weigh megabytes. The
 teacher runs beside the student at every step instead (`Student`), which then costs about a
-teacher's forward pass more.
+teacher's forward pass more; its soft targets then come from that same pass, and nothing is
+stored (`Settings.stores_targets`).
 """
 import dataclasses
 import re
@@ -50,6 +51,9 @@ PREFIX = "teacher_"
 GOLD = "gold_labels"
 _GOLD_COUNT = "gold "  # The gold records' counts: "gold " + the task's term.
 _TOKENS = "input tokens"  # What the intermediate losses are means over: the real tokens.
+# A stored `positions` logit past the teacher's batch's cut: the softmax gives it no mass (0
+# would give it e^0 / Z, at a temperature most of it over a long padding).
+NO_POSITION = -1e4
 _LAYER = re.compile(r"transformer/layer_(\d+)")
 
 
@@ -136,6 +140,13 @@ class Settings:
                        "and its examples have none; give a weight above 0")
 
   @property
+  def stores_targets(self) -> bool:
+    """Whether the teacher labels the training records once (`TeacherOutputs`): the soft loss
+    counts and the teacher does not run beside the student anyway (`Student`), whose outputs
+    then hold its soft targets."""
+    return self.weight > 0 and self.intermediate is None
+
+  @property
   def marks_gold(self) -> bool:
     """Whether the records say which have gold labels (`GOLD`): the gold labels' loss counts
     and the records include transfer examples, which have none."""
@@ -179,7 +190,9 @@ class Student(tf_keras.Model):
       projection to the teacher's width, if any) and its teacher block's: lists of float
       [rows, seq, H], rows the encoder's (a multiple-choice batch's choices flattened);
     attention, teacher_attention: each student block's attention probabilities and its teacher
-      block's: lists of float [rows, heads, seq, seq].
+      block's: lists of float [rows, heads, seq, seq];
+    teacher_outputs: the teacher's own outputs, as the task's model gives them (its soft
+      targets: `FineTuningTask.soft_targets`).
   The training loop checkpoints and initialises `checkpointed`, the student, as any model it
   trains, and the projection besides (`checkpoint_items`); the teacher comes from
   --teacher_checkpoint every run, not from the student's checkpoints."""
@@ -205,11 +218,12 @@ class Student(tf_keras.Model):
     with encoder.recorded_blocks() as blocks:
       outputs = self.checkpointed(features, training=training)
     with encoder.recorded_blocks() as teacher_blocks:
-      self.teacher(features, training=False)
+      teacher_outputs = self.teacher(features, training=False)
     mapped = [teacher_blocks[i] for i in self.teacher_blocks]
     project = self.projection or (lambda x: x)
     held = lambda states: [tf.stop_gradient(state) for state in states]  # Targets, not weights.
     return {"outputs": outputs,
+            "teacher_outputs": tf.nest.map_structure(tf.stop_gradient, teacher_outputs),
             "hidden": [project(state) for state in
                        [blocks[0].input] + [block.output for block in blocks]],
             "teacher_hidden": held([teacher_blocks[0].input] + [b.output for b in mapped]),
@@ -239,7 +253,8 @@ def intermediate_losses(features: dict, states: dict, counts: dict) -> dict[str,
 class TeacherOutputs:
   """A prediction step's output function (`Runner.outputs`) for the teacher's pass: the
   soft-target logits of a batch ({teacher_<name>: ...}, float32), each per-position output
-  padded back to max_seq_length (a batch may come cut shorter) and stored positions last;
+  padded back to max_seq_length (a batch may come cut shorter; `positions` with NO_POSITION)
+  and stored positions last;
   then `record_features`, the records' features that hold them."""
 
   def __init__(self, task, max_seq_length: int):
@@ -252,8 +267,8 @@ class TeacherOutputs:
     for name, target in self.task.soft_targets(features, outputs).items():
       logits = tf.cast(target.logits, tf.float32)
       padding = self.max_seq_length - tf.shape(logits)[1]
-      if target.kind == "positions":
-        logits = tf.pad(logits, [[0, 0], [0, padding]])
+      if target.kind == "positions":  # Past the cut: padding, read by a batch cut longer.
+        logits = tf.pad(logits, [[0, 0], [0, padding]], constant_values=NO_POSITION)
       elif target.kind == "tokens":
         logits = tf.transpose(tf.pad(logits, [[0, 0], [0, padding], [0, 0]]), [0, 2, 1])
       stored[PREFIX + name] = logits
@@ -269,16 +284,22 @@ class TeacherOutputs:
             for name, values in outputs.items()]
 
 
+def stored_logits(target: SoftTarget, stored: tf.Tensor) -> tf.Tensor:
+  """A teacher's output as its record feature is read ([batch, length], a per-position one
+  cut with the batch: `TeacherOutputs`) -> its logits in the shape of the student's, `target`."""
+  if target.kind == "tokens":  # Stored [classes, seq]: back to [batch, seq, classes].
+    return tf.transpose(tf.reshape(stored, [tf.shape(stored)[0],
+                                            tf.shape(target.logits)[-1], -1]), [0, 2, 1])
+  return stored
+
+
 def soft_loss(target: SoftTarget, teacher: tf.Tensor, temperature: float,
               counts: dict) -> tf.Tensor:
-  """One target's soft loss (module docstring). teacher: its record feature as read, [batch,
-  length] (a per-position one cut with the batch)."""
+  """One target's soft loss (module docstring). teacher: its logits, as the student's."""
   student = tf.cast(target.logits, tf.float32)
+  teacher = tf.cast(teacher, tf.float32)
   if target.kind == "score":
     return losses.mean(tf.reduce_sum(tf.square(student - teacher), -1), counts[target.count])
-  if target.kind == "tokens":  # Stored [classes, seq]: back to [batch, seq, classes].
-    teacher = tf.transpose(
-        tf.reshape(teacher, [tf.shape(teacher)[0], tf.shape(student)[-1], -1]), [0, 2, 1])
   log_teacher = tf.nn.log_softmax(teacher / temperature)
   kl = tf.reduce_sum(tf.exp(log_teacher) * (log_teacher - tf.nn.log_softmax(
       student / temperature)), -1) * temperature ** 2
@@ -291,7 +312,7 @@ def loss_fn(task, settings: Settings):
   """The student's loss (a `loop.LossFn`, its counts `count_fn`'s): the soft targets' mean
   soft loss, mixed with the task's own loss by `settings.weight`, over the records with gold
   labels where they are marked; plus the intermediate losses by their weights (the outputs
-  then a `Student`'s). Metrics: `soft_loss`; the task's own with the gold labels' loss
+  then a `Student`'s, which hold the teacher's soft targets too). Metrics: `soft_loss`; the task's own with the gold labels' loss
   (`label_loss`) where they count; `hidden_loss` and `attention_loss` where they do."""
   counted = count_fn(task, settings)
   intermediate = settings.intermediate
@@ -306,9 +327,13 @@ def loss_fn(task, settings: Settings):
         if weight:
           terms.append(weight * value)
           metrics[name] = value
-    if settings.weight > 0:  # At 0 the records hold no teacher's outputs.
+    if settings.weight > 0:
       targets = task.soft_targets(features, outputs)
-      soft = tf.add_n([soft_loss(t, features[PREFIX + name], settings.temperature, counts)
+      teacher = ({name: t.logits for name, t in
+                  task.soft_targets(features, states["teacher_outputs"]).items()}
+                 if intermediate else  # Else the records hold them.
+                 {name: stored_logits(t, features[PREFIX + name]) for name, t in targets.items()})
+      soft = tf.add_n([soft_loss(t, teacher[name], settings.temperature, counts)
                        for name, t in targets.items()]) / len(targets)
       terms.append(settings.weight * soft)
       metrics["soft_loss"] = soft

@@ -489,15 +489,17 @@ class Runner:
     """The teacher's outputs of the training records (`distillation.TeacherOutputs`), added
     to each record; returns their features in the layout. The teacher runs once, dropout off,
     over the records in order of length (batches cut as evaluation's), and its weights are
-    kept for --init_from_teacher_layers. With --distill_weight=0 (the gold labels alone: the
-    baseline of a student initialised from the teacher's layers) it runs over nothing."""
+    kept for --init_from_teacher_layers. It runs over nothing where the records hold no soft
+    targets (`distillation.Settings.stores_targets`): with --distill_weight=0, the gold labels
+    alone (the baseline of a student initialised from the teacher's layers), and with the
+    intermediate losses, whose teacher runs beside the student and gives them at every step."""
     args, task = self.args, self.task
     with self.strategy.scope():
       teacher = task.build_model(self.teacher_config)
     self.load(teacher, args.teacher_checkpoint, self.teacher_head, strict=True)
     if self.distillation.teacher_layers:
       self.teacher_weights = distillation.layer_weights(teacher)
-    if self.distillation.weight == 0:
+    if not self.distillation.stores_targets:
       return []
     order = by_length(records, layout) if self.length_buckets else None
     ordered = records if order is None else [records[i] for i in order]
