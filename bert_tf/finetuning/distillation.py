@@ -312,8 +312,9 @@ def loss_fn(task, settings: Settings):
   """The student's loss (a `loop.LossFn`, its counts `count_fn`'s): the soft targets' mean
   soft loss, mixed with the task's own loss by `settings.weight`, over the records with gold
   labels where they are marked; plus the intermediate losses by their weights (the outputs
-  then a `Student`'s, which hold the teacher's soft targets too). Metrics: `soft_loss`; the task's own with the gold labels' loss
-  (`label_loss`) where they count; `hidden_loss` and `attention_loss` where they do."""
+  then a `Student`'s, which hold the teacher's soft targets too). Metrics: `soft_loss`; the
+  task's own with the gold labels' loss (`label_loss`) where they count; `hidden_loss` and
+  `attention_loss` where they do."""
   counted = count_fn(task, settings)
   intermediate = settings.intermediate
 
@@ -329,10 +330,11 @@ def loss_fn(task, settings: Settings):
           metrics[name] = value
     if settings.weight > 0:
       targets = task.soft_targets(features, outputs)
-      teacher = ({name: t.logits for name, t in
-                  task.soft_targets(features, states["teacher_outputs"]).items()}
-                 if intermediate else  # Else the records hold them.
-                 {name: stored_logits(t, features[PREFIX + name]) for name, t in targets.items()})
+      if intermediate:  # The teacher beside the student gives them.
+        teacher = {name: t.logits for name, t in
+                   task.soft_targets(features, states["teacher_outputs"]).items()}
+      else:  # The records hold them.
+        teacher = {name: stored_logits(t, features[PREFIX + name]) for name, t in targets.items()}
       soft = tf.add_n([soft_loss(t, teacher[name], settings.temperature, counts)
                        for name, t in targets.items()]) / len(targets)
       terms.append(settings.weight * soft)
