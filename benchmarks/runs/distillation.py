@@ -330,8 +330,8 @@ def main(argv):
       config_file = os.path.join(FLAGS.work_dir, name, "bert_config.json")
       os.makedirs(os.path.dirname(config_file), exist_ok=True)
       base = configs.preset(student["config"], vocab_size=vocab_size)
-      overrides = {k: type(getattr(base, k))(v) for k, v in student.items()  # "312" -> 312
-                   if hasattr(base, k) and k != "name"}
+      overrides = {k: type(getattr(base, k))(v)  # "312" -> 312
+                   for k, v in student.items() if hasattr(base, k)}
       dataclasses.replace(base, **overrides).to_json_file(config_file)
       init = [f"--bert_config_file={config_file}"]
     learning_rate = student.get("learning_rate", FLAGS.student_learning_rate or FLAGS.learning_rate)
