@@ -69,7 +69,8 @@ def main(argv):
           lines += words + [""]
           wiki += 1
   counts["Wikipedia"] = wiki
-  train = ner.read_conll(os.path.join(data, "conll2003", "train.txt"), tagged=False)
+  train = (ner.read_conll(os.path.join(data, "conll2003", "train.txt"), tagged=False)
+           if FLAGS.augment else [])
   variants = augmentation.augment([(" ".join(s.words),) for s in train], FLAGS.augment,
                                   FLAGS.augment_seed)
   for index, (text,) in enumerate(variants):
